@@ -1,0 +1,128 @@
+"""The `zm-roi` command line. Each subcommand is a thin wrapper; errors print as one line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import psycopg
+
+from zm_roi import localdb, settings
+from zm_roi.errors import UserError
+
+
+def embedded_cluster(config: settings.Settings) -> localdb.Cluster:
+    home = config.db_home or localdb.project_root() / ".zm" / "db"
+    return localdb.Cluster(home=home, port=config.db_port)
+
+
+def database_url(config: settings.Settings) -> str:
+    """ZM_DB_URL when set, otherwise the embedded cluster's superuser URL."""
+    return config.db_url or embedded_cluster(config).url()
+
+
+def db_up(config: settings.Settings, quiet: bool = False) -> localdb.Cluster:
+    """Create, start and migrate the embedded database; a second call changes nothing."""
+    say = (lambda *_: None) if quiet else (lambda text: print(text, flush=True))
+    cluster = embedded_cluster(config)
+    root = localdb.project_root()
+    if not cluster.exists():
+        say(f"creating the embedded database in {cluster.home}")
+        cluster.create()
+    if not cluster.is_running():
+        say(f"starting PostgreSQL 15 on 127.0.0.1:{cluster.port}")
+        cluster.start()
+    say("applying the compatibility layer and migrations (supabase db push)")
+    localdb.prepare_database(cluster, root)
+    say(f"ready: {cluster.url()}")
+    return cluster
+
+
+def cmd_db(args: argparse.Namespace, config: settings.Settings) -> None:
+    cluster = embedded_cluster(config)
+    if args.action == "up":
+        db_up(config)
+    elif args.action == "down":
+        cluster.stop()
+        print("stopped")
+    elif args.action == "url":
+        print(cluster.url())
+    elif args.action == "status":
+        state = "running" if cluster.is_running() else "created, stopped" if cluster.exists() else "absent"
+        print(f"{state}: {cluster.home} on 127.0.0.1:{cluster.port}")
+    elif args.action == "reset":
+        cluster.destroy()
+        print(f"removed {cluster.home}")
+        db_up(config)
+
+
+def cmd_import(args: argparse.Namespace, config: settings.Settings) -> None:
+    from zm_roi.importer import Target, import_memories
+
+    target = Target(email=args.user, project=args.project, team=args.team)
+    count = import_memories(database_url(config), Path(args.file), target)
+    where = f"project {args.project}" if args.project else f"team {args.team}" if args.team else "personal layer"
+    print(f"imported {count} memories for {args.user} into {where}")
+
+
+def cmd_recall(args: argparse.Namespace, config: settings.Settings) -> None:
+    from zm_roi.recall import print_recall
+
+    print_recall(database_url(config), args.question, args.user, args.project, args.limit)
+
+
+def cmd_demo(args: argparse.Namespace, config: settings.Settings) -> None:
+    from zm_roi.demo import run_demo
+
+    run_demo(config)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="zm-roi", description="The memory ROI benchmark.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    db = sub.add_parser("db", help="the embedded local Supabase-compatible PostgreSQL")
+    db.add_argument("action", choices=["up", "down", "url", "status", "reset"])
+    db.set_defaults(func=cmd_db)
+
+    imp = sub.add_parser("import", help="load memories from a JSONL file for one user")
+    imp.add_argument("file")
+    imp.add_argument("--user", required=True, metavar="EMAIL")
+    where = imp.add_mutually_exclusive_group()
+    where.add_argument("--project", metavar="NAME")
+    where.add_argument("--team", metavar="NAME")
+    imp.set_defaults(func=cmd_import)
+
+    recall = sub.add_parser("recall", help="recall memories for a question as a user would")
+    recall.add_argument("question")
+    recall.add_argument("--user", required=True, metavar="EMAIL")
+    recall.add_argument("--project", metavar="NAME")
+    recall.add_argument("--limit", type=int, default=5)
+    recall.set_defaults(func=cmd_recall)
+
+    demo = sub.add_parser("demo", help="the whole cycle end to end on the embedded database")
+    demo.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        config = settings.load()
+        args.func(args, config)
+    except UserError as exc:
+        print(f"zm-roi: {exc}", file=sys.stderr)
+        return 2
+    except psycopg.OperationalError as exc:
+        reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else "connection failed"
+        print(f"zm-roi: cannot reach the database ({reason}); is it up? try `zm-roi db up`", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("zm-roi: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

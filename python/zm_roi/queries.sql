@@ -1,0 +1,48 @@
+-- Every query the Python side runs, by name (see queries.py). The logic itself lives in
+-- supabase/migrations; these are the few statements that drive it.
+
+-- name: ensure_user
+insert into auth.users (email) values (%(email)s)
+on conflict (email) do update set email = excluded.email
+returning id;
+
+-- name: ensure_team
+insert into public.teams (name) values (%(name)s)
+on conflict (name) do update set name = excluded.name
+returning id;
+
+-- name: ensure_project
+insert into public.projects (name, team_id) values (%(name)s, %(team_id)s)
+on conflict (name) do update set team_id = coalesce(excluded.team_id, public.projects.team_id)
+returning id;
+
+-- name: add_team_member
+insert into public.team_members (team_id, user_id) values (%(team_id)s, %(user_id)s)
+on conflict do nothing;
+
+-- name: add_project_member
+insert into public.project_members (project_id, user_id) values (%(project_id)s, %(user_id)s)
+on conflict do nothing;
+
+-- name: insert_memory
+insert into public.memories
+  (author_id, scope, project_id, team_id, kind, title, body, created_at, invalidated_at)
+values
+  (%(author_id)s, %(scope)s, %(project_id)s, %(team_id)s, %(kind)s, %(title)s, %(body)s,
+   coalesce(%(created_at)s, now()), %(invalidated_at)s);
+
+-- name: user_id_by_email
+select id from auth.users where email = %(email)s;
+
+-- name: act_as_user
+select set_config('role', %(role)s, true),
+       set_config('request.jwt.claims', %(claims)s, true),
+       set_config('request.method', 'POST', true),
+       set_config('request.path', %(path)s, true);
+
+-- name: recall
+select memory_id, kind, scope, title, body, score
+from public.recall(%(query)s, %(project_id)s, %(team_id)s, %(match_count)s);
+
+-- name: project_id_by_name
+select id from public.projects where name = %(name)s;

@@ -1,0 +1,39 @@
+"""Recall as a member would see it: the query runs under the user's identity, RLS applied."""
+
+from __future__ import annotations
+
+import textwrap
+
+import psycopg
+
+from zm_roi.errors import UserError
+from zm_roi.identity import act_as, claims_for
+from zm_roi.queries import query
+
+
+def recall_as(db_url: str, question: str, email: str, project: str | None, limit: int) -> list[tuple]:
+    with psycopg.connect(db_url) as conn, conn.transaction():
+        row = conn.execute(query("user_id_by_email"), {"email": email}).fetchone()
+        if row is None:
+            raise UserError(f"no user {email}: import memories for them first")
+        project_id = None
+        if project:
+            found = conn.execute(query("project_id_by_name"), {"name": project}).fetchone()
+            if found is None:
+                raise UserError(f"no project named {project!r}")
+            project_id = found[0]
+        act_as(conn, claims_for(row[0], email))
+        return conn.execute(
+            query("recall"),
+            {"query": question, "project_id": project_id, "team_id": None, "match_count": limit},
+        ).fetchall()
+
+
+def print_recall(db_url: str, question: str, email: str, project: str | None, limit: int) -> None:
+    rows = recall_as(db_url, question, email, project, limit)
+    print(f"recall for {email}: {question}")
+    if not rows:
+        print("  (nothing visible to this user matches)")
+    for rank, (_, kind, scope, title, body, score) in enumerate(rows, start=1):
+        print(f"  {rank}. [{kind}, {scope}] {title}  (score {score:.3f})")
+        print(textwrap.indent(textwrap.shorten(body, 160), "     "))

@@ -1,0 +1,46 @@
+"""Settings from the environment, read in one place."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from zm_roi.errors import UserError
+
+EXTRACTORS = ("llm", "deterministic")
+DEFAULT_PORT = 54322
+
+
+@dataclass(frozen=True)
+class Settings:
+    extractor: str
+    db_url: str | None
+    db_port: int
+    db_home: Path | None
+    supabase_url: str | None
+    supabase_anon_key: str | None
+    access_token: str | None
+    generation_model: str
+    judge_model: str
+
+
+def load(environ: dict[str, str] | None = None) -> Settings:
+    env = os.environ if environ is None else environ
+    extractor = env.get("ZM_EXTRACTOR", "llm").strip().lower() or "llm"
+    if extractor not in EXTRACTORS:
+        raise UserError(f"ZM_EXTRACTOR must be one of {', '.join(EXTRACTORS)}, not {extractor!r}")
+    port_text = env.get("ZM_DB_PORT", str(DEFAULT_PORT))
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise UserError(f"ZM_DB_PORT must be a port number, not {port_text!r}")
+    return Settings(
+        extractor=extractor,
+        db_url=env.get("ZM_DB_URL") or None,
+        db_port=int(port_text),
+        db_home=Path(env["ZM_DB_HOME"]) if env.get("ZM_DB_HOME") else None,
+        supabase_url=env.get("SUPABASE_URL") or None,
+        supabase_anon_key=env.get("SUPABASE_ANON_KEY") or None,
+        access_token=env.get("ZM_ACCESS_TOKEN") or None,
+        generation_model=env.get("ZM_GENERATION_MODEL", "gpt-4o-mini"),
+        judge_model=env.get("ZM_JUDGE_MODEL", "gpt-4o-mini"),
+    )

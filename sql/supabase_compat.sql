@@ -1,0 +1,85 @@
+-- What a plain PostgreSQL 15 needs to look like a Supabase project to our migrations and tests.
+--
+-- Applied by `zm-roi db up` (and the test clusters) before the migrations. Every object is created
+-- only where it is absent, so on a real Supabase database this file would change nothing; it is
+-- never pushed there. Attributes and memberships follow Supabase's own init scripts
+-- (supabase/postgres: migrations/db/init-scripts/00000000000000-initial-schema.sql).
+
+-- ============================================================================================
+-- Roles
+-- ============================================================================================
+do $roles$
+begin
+  if not exists (select from pg_roles where rolname = 'anon') then
+    create role anon nologin noinherit;
+  end if;
+  if not exists (select from pg_roles where rolname = 'authenticated') then
+    create role authenticated nologin noinherit;
+  end if;
+  if not exists (select from pg_roles where rolname = 'service_role') then
+    create role service_role nologin noinherit bypassrls;
+  end if;
+  if not exists (select from pg_roles where rolname = 'authenticator') then
+    create role authenticator login noinherit;
+  end if;
+end
+$roles$;
+
+grant anon, authenticated, service_role to authenticator;
+
+-- ============================================================================================
+-- Schemas
+-- ============================================================================================
+create schema if not exists extensions;
+create schema if not exists auth;
+
+grant usage on schema public, extensions to anon, authenticated, service_role;
+grant usage on schema auth to anon, authenticated, service_role;
+
+-- Supabase grants the API roles everything that `postgres` creates in `public` by default; our
+-- migrations must therefore revoke what they do not mean to expose, exactly as on the platform.
+alter default privileges in schema public grant all on tables to anon, authenticated, service_role;
+alter default privileges in schema public grant all on functions to anon, authenticated, service_role;
+alter default privileges in schema public grant all on sequences to anon, authenticated, service_role;
+
+-- ============================================================================================
+-- auth.users and the claim helpers
+-- ============================================================================================
+create table if not exists auth.users (
+  id uuid primary key default gen_random_uuid(),
+  email text unique,
+  role text not null default 'authenticated',
+  created_at timestamptz not null default now()
+);
+
+do $helpers$
+begin
+  -- auth.jwt(): the verified claims PostgREST placed in `request.jwt.claims` for this request.
+  if to_regprocedure('auth.jwt()') is null then
+    create function auth.jwt() returns jsonb
+      language sql stable set search_path = ''
+      as $fn$ select coalesce(nullif(current_setting('request.jwt.claims', true), ''), '{}')::jsonb $fn$;
+  end if;
+  -- auth.uid(): the caller's user id (the `sub` claim), null for anonymous requests.
+  if to_regprocedure('auth.uid()') is null then
+    create function auth.uid() returns uuid
+      language sql stable set search_path = ''
+      as $fn$ select nullif(auth.jwt() ->> 'sub', '')::uuid $fn$;
+  end if;
+  -- auth.role(): the `role` claim (anon, authenticated, service_role).
+  if to_regprocedure('auth.role()') is null then
+    create function auth.role() returns text
+      language sql stable set search_path = ''
+      as $fn$ select nullif(auth.jwt() ->> 'role', '') $fn$;
+  end if;
+end
+$helpers$;
+
+grant execute on function auth.jwt(), auth.uid(), auth.role() to anon, authenticated, service_role;
+
+-- Supabase's databases resolve unqualified names in `public` and then `extensions`.
+do $search_path$
+begin
+  execute format('alter database %I set search_path to "$user", public, extensions', current_database());
+end
+$search_path$;

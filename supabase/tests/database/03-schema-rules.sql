@@ -1,0 +1,65 @@
+-- The house rules, checked over every schema the project owns: no SECURITY DEFINER function,
+-- every function with a fixed search_path, every view security_invoker, RLS on every table.
+-- Each check first proves it can fail (a deliberate offender inside this transaction), then passes.
+begin;
+select plan(10);
+
+create temporary view project_functions as
+  select p.oid, n.nspname, p.proname, p.prosecdef, p.proconfig
+  from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+  where n.nspname in ('public', 'roi', 'auth')
+    and not exists (select from pg_depend d where d.objid = p.oid and d.deptype = 'e');
+
+create temporary view project_views as
+  select c.oid, n.nspname, c.relname, c.reloptions
+  from pg_class c join pg_namespace n on n.oid = c.relnamespace
+  where c.relkind = 'v' and n.nspname in ('public', 'roi');
+
+create temporary view tables_without_rls as
+  select n.nspname, c.relname
+  from pg_class c join pg_namespace n on n.oid = c.relnamespace
+  where c.relkind in ('r', 'p') and n.nspname in ('public', 'roi') and not c.relrowsecurity;
+
+-- 1 issue: a definer function is caught.
+create function public.offender() returns int language sql security definer set search_path = '' as 'select 1';
+select is((select count(*)::int from project_functions where prosecdef), 1, 'the definer check catches an offender');
+drop function public.offender();
+select is((select count(*)::int from project_functions where prosecdef), 0,
+  'no SECURITY DEFINER function in public, roi or auth');
+
+create function public.offender() returns int language sql security invoker as 'select 1';
+select is((select count(*)::int from project_functions
+  where not coalesce(proconfig::text[] @> array['search_path=""'], false)), 1,
+  'the search_path check catches a function without one');
+drop function public.offender();
+select is_empty($$select nspname || '.' || proname from project_functions
+  where not coalesce(proconfig::text[] @> array['search_path=""'], false)$$,
+  'every function in public, roi and auth sets search_path to ''''');
+
+create view public.offending_view as select 1 as one;
+select is((select count(*)::int from project_views
+  where not coalesce(reloptions @> array['security_invoker=true'], false)), 1,
+  'the view check catches a definer-rights view');
+drop view public.offending_view;
+select is_empty($$select nspname || '.' || relname from project_views
+  where not coalesce(reloptions @> array['security_invoker=true'], false)$$,
+  'every view in public and roi is security_invoker');
+
+create table public.offending_table (id int);
+select is((select count(*)::int from tables_without_rls), 1, 'the RLS check catches a table without it');
+drop table public.offending_table;
+select is_empty($$select * from tables_without_rls$$, 'every table in public and roi has RLS enabled');
+
+select is_empty(
+  $$select p.proname from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+    where n.nspname = 'public' and has_function_privilege('anon', p.oid, 'execute')
+      and not exists (select from pg_depend d where d.objid = p.oid and d.deptype = 'e')$$,
+  'anon can execute no function in public');
+select is_empty(
+  $$select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace
+    where n.nspname = 'public' and c.relkind in ('r', 'v', 'm')
+      and has_table_privilege('anon', c.oid, 'select')$$,
+  'anon can select from no table or view in public');
+
+select * from finish();
+rollback;

@@ -1,0 +1,49 @@
+"""One throwaway PostgreSQL 15 cluster for the whole test session, built exactly like the embedded
+database: compat layer, then the migrations through the real Supabase CLI, then the test helpers."""
+
+from __future__ import annotations
+
+import tempfile
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from zm_roi import localdb
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    home = Path(tempfile.mkdtemp(prefix="zm-roi-test-"))
+    home.chmod(0o755)
+    test_cluster = localdb.Cluster(home=home, port=localdb.free_port())
+    test_cluster.create()
+    test_cluster.start()
+    try:
+        localdb.prepare_database(test_cluster, ROOT)
+        localdb.apply_sql_file(test_cluster.url(), ROOT / "supabase" / "tests" / "helpers.sql")
+        yield test_cluster
+    finally:
+        test_cluster.destroy()
+
+
+@pytest.fixture(scope="session")
+def db_url(cluster) -> str:
+    return cluster.url()
+
+
+@pytest.fixture
+def conn(db_url):
+    """A superuser connection whose transaction is rolled back after the test."""
+    with psycopg.connect(db_url) as connection:
+        yield connection
+        connection.rollback()
+
+
+@pytest.fixture
+def email() -> str:
+    """A fresh user's email, so tests that commit never share data."""
+    return f"user-{uuid.uuid4().hex[:12]}@example.test"

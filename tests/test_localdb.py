@@ -1,0 +1,86 @@
+"""`zm-roi db …` on its own throwaway home: idempotent `up`, and one-line errors users can act on."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests.conftest import ROOT
+from zm_roi import localdb
+
+
+def zm(env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "zm_roi.cli", *args], capture_output=True, text=True, env=env, cwd=ROOT
+    )
+
+
+@pytest.fixture
+def own_home():
+    home = Path(tempfile.mkdtemp(prefix="zm-roi-dbup-"))
+    home.chmod(0o755)
+    env = {**os.environ, "ZM_DB_HOME": str(home / "db"), "ZM_DB_PORT": str(localdb.free_port())}
+    env.pop("ZM_DB_URL", None)
+    yield env
+    localdb.Cluster(home / "db", int(env["ZM_DB_PORT"])).destroy()
+    subprocess.run(["rm", "-rf", str(home)], check=False)
+
+
+def migration_rows(url: str) -> list:
+    with psycopg.connect(url) as conn:
+        return conn.execute("select version, name from supabase_migrations.schema_migrations order by 1").fetchall()
+
+
+def test_db_up_twice_changes_nothing_the_second_time(own_home):
+    first = zm(own_home, "db", "up")
+    assert first.returncode == 0, first.stderr
+    assert "creating the embedded database" in first.stdout
+    url = zm(own_home, "db", "url").stdout.strip()
+    before = migration_rows(url)
+    assert len(before) == len(list((ROOT / "supabase" / "migrations").glob("*.sql")))
+
+    second = zm(own_home, "db", "up")
+    assert second.returncode == 0, second.stderr
+    assert "creating" not in second.stdout and "starting" not in second.stdout
+    assert migration_rows(url) == before
+
+    status = zm(own_home, "db", "status")
+    assert status.stdout.startswith("running")
+    down = zm(own_home, "db", "down")
+    assert down.returncode == 0 and "stopped" in down.stdout
+    assert zm(own_home, "db", "status").stdout.startswith("created, stopped")
+
+
+def test_a_busy_port_is_a_one_line_error(own_home):
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", int(own_home["ZM_DB_PORT"])))
+        squatter.listen()
+        result = zm(own_home, "db", "up")
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "already in use" in result.stderr and "ZM_DB_PORT" in result.stderr
+
+
+def test_a_stale_lock_file_is_a_one_line_error(own_home):
+    assert zm(own_home, "db", "up").returncode == 0
+    assert zm(own_home, "db", "down").returncode == 0
+    lock = Path(own_home["ZM_DB_HOME"]) / "pgdata" / "postmaster.pid"
+    lock.write_text("999999\n")
+    result = zm(own_home, "db", "up")
+    assert result.returncode == 2
+    assert "stale lock file" in result.stderr and "remove it" in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+def test_missing_postgres_binaries_say_what_to_install(monkeypatch):
+    monkeypatch.setattr(localdb, "DEBIAN_PG_BINDIR", "/nonexistent")
+    monkeypatch.delenv("ZM_PG_BINDIR", raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(localdb.UserError, match="make install"):
+        localdb.pg_bindir()
