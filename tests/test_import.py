@@ -30,8 +30,11 @@ GOOD = {"title": "Pin the SDK", "body": "We pin the SDK at 4.2 because 4.3 broke
 
 def test_import_creates_user_project_and_memberships(db_url, email, tmp_path):
     project = f"proj-{email[:17]}"
-    rows = [GOOD, {**GOOD, "title": "Old way", "kind": "gotcha", "created_at": "2026-01-02T03:04:05Z"},
-            {**GOOD, "title": "Mine only", "scope": "personal"}]
+    rows = [
+        GOOD,
+        {**GOOD, "title": "Old way", "kind": "gotcha", "created_at": "2026-01-02T03:04:05Z"},
+        {**GOOD, "title": "Mine only", "scope": "personal"},
+    ]
     count = import_memories(db_url, write_jsonl(tmp_path / "m.jsonl", rows), Target(email, project=project))
     assert count == 3
     with psycopg.connect(db_url) as conn:

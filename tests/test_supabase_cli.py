@@ -33,8 +33,9 @@ def test_every_migration_is_applied(cluster):
 
 def test_db_lint_finds_no_error_in_project_schemas(cluster):
     # Extension schemas are left out: pgTAP's own functions reference its session temp tables.
-    result = supabase("db", "lint", "--db-url", cluster.url(), "--schema", "public,roi,auth,tests",
-                      "--fail-on", "error")
+    result = supabase(
+        "db", "lint", "--db-url", cluster.url(), "--schema", "public,roi,auth,tests", "--fail-on", "error"
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -117,9 +117,7 @@ def insert_memories(conn: psycopg.Connection, memories: list[MemoryLine], target
         team_id = conn.execute(query("ensure_team"), {"name": target.team}).fetchone()[0]
         conn.execute(query("add_team_member"), {"team_id": team_id, "user_id": user_id})
     if target.project:
-        project_id = conn.execute(
-            query("ensure_project"), {"name": target.project, "team_id": None}
-        ).fetchone()[0]
+        project_id = conn.execute(query("ensure_project"), {"name": target.project, "team_id": None}).fetchone()[0]
         conn.execute(query("add_project_member"), {"project_id": project_id, "user_id": user_id})
     with conn.cursor() as cur:
         cur.executemany(

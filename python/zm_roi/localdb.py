@@ -22,9 +22,10 @@ import psycopg
 
 from zm_roi.errors import UserError
 
-SUPERUSER_PASSWORD = "postgres"
-AUTHENTICATOR_PASSWORD = "postgres"
-WORKER_PASSWORD = "roi_worker"
+# The embedded cluster listens on 127.0.0.1 only and uses Supabase's local-development passwords.
+SUPERUSER_PASSWORD = "postgres"  # noqa: S105
+AUTHENTICATOR_PASSWORD = "postgres"  # noqa: S105
+WORKER_PASSWORD = "roi_worker"  # noqa: S105
 SERVER_USER = "postgres"
 DEBIAN_PG_BINDIR = "/usr/lib/postgresql/15/bin"
 
@@ -147,9 +148,12 @@ class Cluster:
         try:
             self._run_server_tool(
                 "initdb",
-                "-D", str(self.pgdata),
-                "-U", "postgres",
-                "--pwfile", str(pwfile),
+                "-D",
+                str(self.pgdata),
+                "-U",
+                "postgres",
+                "--pwfile",
+                str(pwfile),
                 "--auth-host=scram-sha-256",
                 "--auth-local=peer",
                 "--encoding=UTF8",
@@ -174,17 +178,23 @@ class Cluster:
         self._check_stale_lock()
         if not _port_is_free(self.port):
             raise UserError(
-                f"port {self.port} is already in use by another process: stop it, "
-                f"or set ZM_DB_PORT to a free port"
+                f"port {self.port} is already in use by another process: stop it, or set ZM_DB_PORT to a free port"
             )
         if _running_as_root():
             self.log_file.touch()
             os.chown(self.log_file, pwd.getpwnam(SERVER_USER).pw_uid, -1)
         self._run_server_tool(
-            "pg_ctl", "start", "-w", "-t", "60",
-            "-D", str(self.pgdata),
-            "-l", str(self.log_file),
-            "-o", f"-p {self.port}",
+            "pg_ctl",
+            "start",
+            "-w",
+            "-t",
+            "60",
+            "-D",
+            str(self.pgdata),
+            "-l",
+            str(self.log_file),
+            "-o",
+            f"-p {self.port}",
         )
         self.wait_ready()
 
@@ -204,7 +214,7 @@ class Cluster:
                     return
             except psycopg.OperationalError:
                 if time.monotonic() > deadline:
-                    raise UserError(f"the database did not accept connections; see {self.log_file}")
+                    raise UserError(f"the database did not accept connections; see {self.log_file}") from None
                 time.sleep(0.2)
 
     # ---- helpers -----------------------------------------------------------------------------
@@ -218,8 +228,7 @@ class Cluster:
             os.kill(pid, 0)
         except ProcessLookupError:
             raise UserError(
-                f"stale lock file {lock} (process {pid} is gone): remove it and run "
-                f"`zm-roi db up` again"
+                f"stale lock file {lock} (process {pid} is gone): remove it and run `zm-roi db up` again"
             ) from None
 
     def _run_server_tool(self, tool: str, *args: str) -> None:
@@ -246,8 +255,18 @@ def supabase_cli(root: Path) -> Path:
 def push_migrations(root: Path, url: str) -> str:
     """Apply pending migrations with the real Supabase CLI, exactly as against a hosted project."""
     result = subprocess.run(
-        [str(supabase_cli(root)), "db", "push", "--db-url", url, "--include-all", "--include-roles", "--yes",
-         "--workdir", str(root)],
+        [
+            str(supabase_cli(root)),
+            "db",
+            "push",
+            "--db-url",
+            url,
+            "--include-all",
+            "--include-roles",
+            "--yes",
+            "--workdir",
+            str(root),
+        ],
         capture_output=True,
         text=True,
     )

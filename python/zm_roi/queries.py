@@ -16,7 +16,7 @@ _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 def _all() -> dict[str, str]:
     text = (Path(__file__).parent / "queries.sql").read_text()
     parts = _NAME.split(text)
-    return {name: body.strip() for name, body in zip(parts[1::2], parts[2::2])}
+    return {name: body.strip() for name, body in zip(parts[1::2], parts[2::2], strict=True)}
 
 
 def query(name: str) -> str:
