@@ -35,7 +35,9 @@ def db_up(config: settings.Settings, quiet: bool = False) -> localdb.Cluster:
         cluster.start()
     say("applying the compatibility layer and migrations (supabase db push)")
     localdb.prepare_database(cluster, root)
-    say(f"ready: {cluster.url()}")
+    extractor = config.extractor if config.extractor_explicit else "deterministic"
+    localdb.set_extractor(cluster.url(), extractor)
+    say(f"ready: {cluster.url()} (extractor: {extractor})")
     return cluster
 
 
@@ -55,6 +57,12 @@ def cmd_db(args: argparse.Namespace, config: settings.Settings) -> None:
         cluster.destroy()
         print(f"removed {cluster.home}")
         db_up(config)
+
+
+def cmd_configure(args: argparse.Namespace, config: settings.Settings) -> None:
+    extractor = args.extractor or config.extractor
+    localdb.set_extractor(database_url(config), extractor)
+    print(f"extractor: {extractor}")
 
 
 def cmd_import(args: argparse.Namespace, config: settings.Settings) -> None:
@@ -85,6 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
     db = sub.add_parser("db", help="the embedded local Supabase-compatible PostgreSQL")
     db.add_argument("action", choices=["up", "down", "url", "status", "reset"])
     db.set_defaults(func=cmd_db)
+
+    configure = sub.add_parser("configure", help="write settings (ZM_EXTRACTOR) into the database")
+    configure.add_argument("--extractor", choices=list(settings.EXTRACTORS), help="default: $ZM_EXTRACTOR")
+    configure.set_defaults(func=cmd_configure)
 
     imp = sub.add_parser("import", help="load memories from a JSONL file for one user")
     imp.add_argument("file")

@@ -7,7 +7,6 @@ the unprivileged `postgres` OS user that Debian's packages create.
 
 from __future__ import annotations
 
-import json
 import os
 import pwd
 import secrets
@@ -21,6 +20,7 @@ from pathlib import Path
 import psycopg
 
 from zm_roi.errors import UserError
+from zm_roi.queries import query
 
 # The embedded cluster listens on 127.0.0.1 only and uses Supabase's local-development passwords.
 SUPERUSER_PASSWORD = "postgres"  # noqa: S105
@@ -288,14 +288,7 @@ def prepare_database(cluster: Cluster, root: Path) -> str:
     return output
 
 
-def describe(cluster: Cluster) -> dict:
-    return {
-        "home": str(cluster.home),
-        "port": cluster.port,
-        "running": cluster.is_running(),
-        "url": cluster.url(),
-    }
-
-
-def status_line(cluster: Cluster) -> str:
-    return json.dumps(describe(cluster))
+def set_extractor(url: str, extractor: str) -> None:
+    """Write the question/judge mode (`llm` or `deterministic`) into roi.settings."""
+    with psycopg.connect(url) as conn:
+        conn.execute(query("set_extractor"), {"extractor": extractor})

@@ -46,3 +46,9 @@ from public.recall(%(query)s, %(project_id)s, %(team_id)s, %(match_count)s);
 
 -- name: project_id_by_name
 select id from public.projects where name = %(name)s;
+
+-- name: set_extractor
+update roi.settings set extractor = %(extractor)s returning extractor;
+
+-- name: get_extractor
+select extractor from roi.settings;

@@ -15,6 +15,7 @@ DEFAULT_PORT = 54322
 @dataclass(frozen=True)
 class Settings:
     extractor: str
+    extractor_explicit: bool
     db_url: str | None
     db_port: int
     db_home: Path | None
@@ -35,6 +36,7 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         raise UserError(f"ZM_DB_PORT must be a port number, not {port_text!r}")
     return Settings(
         extractor=extractor,
+        extractor_explicit=bool(env.get("ZM_EXTRACTOR", "").strip()),
         db_url=env.get("ZM_DB_URL") or None,
         db_port=int(port_text),
         db_home=Path(env["ZM_DB_HOME"]) if env.get("ZM_DB_HOME") else None,

@@ -116,12 +116,14 @@ $$;
 
 -- The one read path agents use. Runs as the caller: row-level security decides what exists, the pin
 -- decides which of it a session working in that scope would read (project or team plus the caller's
--- personal layer; neither pin means everything visible). Best match first, live memories only.
+-- personal layer; `personal_only` the personal layer alone; no pin means everything visible).
+-- Best match first, live memories only.
 create function public.recall(
   query text,
   project_id uuid default null,
   team_id uuid default null,
-  match_count integer default 10
+  match_count integer default 10,
+  personal_only boolean default false
 ) returns table (memory_id uuid, kind text, scope text, title text, body text, score real)
   language sql stable security invoker set search_path = ''
 as $$
@@ -132,7 +134,7 @@ as $$
   where m.invalidated_at is null
     and m.search @@ q.tsq
     and (
-      (recall.project_id is null and recall.team_id is null)
+      (recall.project_id is null and recall.team_id is null and not coalesce(personal_only, false))
       or (m.scope = 'personal' and m.author_id = (select auth.uid()))
       or (m.scope = 'project' and m.project_id = recall.project_id)
       or (m.scope = 'team' and m.team_id = recall.team_id)
@@ -219,6 +221,6 @@ grant select, insert, update, delete on public.memories to authenticated;
 grant select on public.usage_events to authenticated;
 
 revoke execute on function public.caller_project_ids(), public.caller_team_ids(),
-  public.recall_query(text), public.recall(text, uuid, uuid, integer) from public, anon;
+  public.recall_query(text), public.recall(text, uuid, uuid, integer, boolean) from public, anon;
 grant execute on function public.caller_project_ids(), public.caller_team_ids(),
-  public.recall_query(text), public.recall(text, uuid, uuid, integer) to authenticated;
+  public.recall_query(text), public.recall(text, uuid, uuid, integer, boolean) to authenticated;

@@ -1,7 +1,7 @@
 -- public.recall(): the pins of the contract (project + personal, team + personal, neither =
 -- everything visible), invalidation, ranking and hostile query text.
 begin;
-select plan(12);
+select plan(13);
 
 select tests.create_user('alice@recall.test');
 select tests.create_user('dave@recall.test');
@@ -38,6 +38,10 @@ select results_eq(
   $$select title from public.recall('deploy') order by title$$,
   array['atlas deploy strategy', 'core deploy approvals', 'hermes deploy strategy', 'personal deploy note'],
   'no pin reads everything the caller can see');
+select results_eq(
+  $$select title from public.recall('deploy', personal_only => true)$$,
+  array['personal deploy note'],
+  'the personal pin reads the caller''s personal layer alone');
 select is_empty(
   $$select 1 from public.recall('rsync deploy') where title = 'atlas old deploy'$$,
   'an invalidated memory never surfaces');
