@@ -156,6 +156,7 @@ create index probes_owner_state_idx on roi.probes (owner_id, state);
 create index probes_pending_idx on roi.probes (run_after) where state = 'pending';
 create index runs_owner_started_idx on roi.runs (owner_id, started_at desc);
 create index recalls_probe_idx on roi.recalls (probe_id);
+create index recalls_owner_idx on roi.recalls (owner_id);
 create index judgments_ready_idx on roi.judgments (run_after);
 create index judgments_probe_idx on roi.judgments (probe_id);
 create index judgments_owner_idx on roi.judgments (owner_id);

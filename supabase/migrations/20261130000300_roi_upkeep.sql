@@ -118,7 +118,7 @@ begin
     return;
   end if;
   begin
-    create extension if not exists pg_cron;
+    create extension if not exists pg_cron with schema pg_catalog;
     perform cron.schedule('zm-roi-upkeep', '* * * * *', 'select roi.upkeep()');
   exception when others then
     raise notice 'pg_cron unavailable here (%): run `select roi.upkeep()` every minute yourself', sqlerrm;
