@@ -10,6 +10,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from tests.support import set_settings
 from zm_roi import localdb
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,3 +51,19 @@ def conn(db_url):
 def email() -> str:
     """A fresh user's email, so tests that commit never share data."""
     return f"user-{uuid.uuid4().hex[:12]}@example.test"
+
+
+@pytest.fixture
+def llm_mode(db_url):
+    """roi.settings.extractor = 'llm' for one test, restored afterwards."""
+    previous = set_settings(db_url, extractor="llm")
+    yield
+    set_settings(db_url, **previous)
+
+
+@pytest.fixture
+def deterministic_mode(db_url):
+    """roi.settings.extractor = 'deterministic' for one test, restored afterwards."""
+    previous = set_settings(db_url, extractor="deterministic")
+    yield
+    set_settings(db_url, **previous)

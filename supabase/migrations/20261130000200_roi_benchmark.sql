@@ -393,7 +393,7 @@ begin
   perform pg_advisory_xact_lock(hashtextextended('roi.run:' || target_run::text, 0));
   select * into run from roi.runs r where r.id = target_run;
   if run.id is null or exists (select from roi.run_closures c where c.run_id = target_run)
-     or run.started_at > now() - (select s.run_timeout from roi.settings s) then
+     or run.started_at > clock_timestamp() - (select s.run_timeout from roi.settings s) then
     return false;
   end if;
   insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, skipped, skip_reason, judged_by)
@@ -417,14 +417,16 @@ create function roi.start_run(mode text) returns jsonb
 as $$
 declare
   new_run uuid;
+  run_started timestamptz;
   probe_total integer;
 begin
   select count(*) into probe_total
   from roi.probes p where p.owner_id = (select auth.uid()) and p.state = 'active';
-  insert into roi.runs (owner_id, mode, probe_count)
-  values ((select auth.uid()), mode, probe_total)
-  returning id into new_run;
-  insert into roi.pending_runs (run_id, owner_id, started_at) values (new_run, (select auth.uid()), now());
+  -- clock_timestamp(), not now(): runs started in one transaction still order by when they began.
+  insert into roi.runs (owner_id, mode, probe_count, started_at)
+  values ((select auth.uid()), mode, probe_total, clock_timestamp())
+  returning id, started_at into new_run, run_started;
+  insert into roi.pending_runs (run_id, owner_id, started_at) values (new_run, (select auth.uid()), run_started);
 
   insert into roi.recalls (run_id, probe_id, owner_id, surfaced_ids, surfaced)
   select new_run, p.id, p.owner_id,

@@ -69,7 +69,7 @@ begin
 
   for target in
     select pr.run_id from roi.pending_runs pr
-    where not pr.closed and pr.started_at < now() - (select s.run_timeout from roi.settings s)
+    where not pr.closed and pr.started_at <= clock_timestamp() - (select s.run_timeout from roi.settings s)
   loop
     overdue := overdue + roi.close_overdue_run(target.run_id)::integer;
   end loop;

@@ -1,0 +1,97 @@
+"""One run per owner, strictly: concurrent calls by one owner start exactly one run, while owners
+never wait for each other. Each test names the interleaving it forces."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import psycopg
+
+from tests.support import activate_pending_probes, benchmark, user_with_knowledge
+
+
+def concurrent_calls(db_url: str, user_ids: list, before_release=None) -> list[dict]:
+    """Every call connects first, then all are released at once by a barrier."""
+    barrier = threading.Barrier(len(user_ids) + 1)
+
+    def call(user_id):
+        barrier.wait()
+        return benchmark(db_url, user_id)
+
+    with ThreadPoolExecutor(max_workers=len(user_ids)) as pool:
+        futures = [pool.submit(call, user_id) for user_id in user_ids]
+        barrier.wait()
+        if before_release:
+            before_release()
+        return [future.result(timeout=60) for future in futures]
+
+
+def run_count(db_url: str, user_id) -> int:
+    with psycopg.connect(db_url) as conn:
+        return conn.execute("select count(*) from roi.runs where owner_id = %s", (user_id,)).fetchone()[0]
+
+
+def test_twenty_concurrent_calls_by_one_owner_start_exactly_one_run(db_url, email, llm_mode):
+    # c0 queues the pool; the worker writes it; c1..c20 race; exactly one starts, 19 see in_progress.
+    owner = user_with_knowledge(db_url, email, count=5)
+    assert benchmark(db_url, owner)["status"] == "generating"
+    assert activate_pending_probes(db_url, owner) == 5
+
+    answers = concurrent_calls(db_url, [owner] * 20)
+
+    started = [a for a in answers if a["status"] == "started"]
+    assert len(started) == 1, answers
+    assert [a["status"] for a in answers].count("in_progress") == 19
+    assert {a["run_id"] for a in answers if a["status"] == "in_progress"} == {started[0]["run_id"]}
+    assert run_count(db_url, owner) == 1
+
+
+def test_calls_queued_behind_a_held_lock_still_start_one_run(db_url, email, llm_mode):
+    # c0 holds the owner's lock; c1..c10 all block; c0 releases; one starts, nine answer in_progress
+    # with the id of the run the first one created while they waited.
+    owner = user_with_knowledge(db_url, email, count=3)
+    benchmark(db_url, owner)
+    activate_pending_probes(db_url, owner)
+    with psycopg.connect(db_url) as holder:
+        holder.execute("select pg_advisory_xact_lock(hashtextextended('roi.benchmark:' || %s::text, 0))", (owner,))
+        with ThreadPoolExecutor(max_workers=10) as pool:
+            futures = [pool.submit(benchmark, db_url, owner) for _ in range(10)]
+            holder.commit()
+            answers = [f.result(timeout=60) for f in futures]
+    assert sorted(a["status"] for a in answers) == ["in_progress"] * 9 + ["started"]
+    assert run_count(db_url, owner) == 1
+
+
+def test_deterministic_runs_by_one_owner_never_overlap(db_url, email, deterministic_mode):
+    # c1..c10 race in deterministic mode, where a run completes inside its call: later calls may start
+    # their own run, but each begins only after the previous one closed.
+    owner = user_with_knowledge(db_url, email, count=5)
+    answers = concurrent_calls(db_url, [owner] * 10)
+    assert all(a["status"] in ("started", "in_progress") for a in answers), answers
+    with psycopg.connect(db_url) as conn:
+        rows = conn.execute(
+            """select r.started_at, c.closed_at from roi.runs r join roi.run_closures c on c.run_id = r.id
+               where r.owner_id = %s order by r.started_at""",
+            (owner,),
+        ).fetchall()
+    assert len(rows) == sum(a["status"] == "started" for a in answers)
+    for (_, closed), (next_start, _) in zip(rows, rows[1:], strict=False):
+        assert closed <= next_start
+
+
+def test_two_owners_calling_at_once_both_start(db_url, email, llm_mode):
+    # Owner A's lock is held by c0 the whole time; owner B's call still starts: locks are per owner.
+    owner_a = user_with_knowledge(db_url, "a-" + email, count=2)
+    owner_b = user_with_knowledge(db_url, "b-" + email, count=2)
+    for owner in (owner_a, owner_b):
+        benchmark(db_url, owner)
+        activate_pending_probes(db_url, owner)
+    with psycopg.connect(db_url) as holder:
+        holder.execute("select pg_advisory_xact_lock(hashtextextended('roi.benchmark:' || %s::text, 0))", (owner_a,))
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            call_a = pool.submit(benchmark, db_url, owner_a)
+            assert pool.submit(benchmark, db_url, owner_b).result(timeout=30)["status"] == "started"
+            assert not call_a.done(), "owner A waits for their own lock only"
+            holder.commit()
+            assert call_a.result(timeout=30)["status"] == "started"
