@@ -1,7 +1,7 @@
 -- roi.upkeep(): retirement (invalidated, unreachable), top-up from never-probed knowledge, rotation
 -- after a completed run, overdue runs, idempotence, and the pg_cron schedule.
 begin;
-select plan(16);
+select plan(18);
 
 select tests.create_user('keeper@upkeep.test');
 select tests.create_user('stranger@upkeep.test');
@@ -67,9 +67,9 @@ select tests.clear_authentication();
 insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, with_memory, without_memory, judged_by)
 select j.run_id, j.probe_id, j.owner_id, p.memory_id, true, false, 'llm'
 from roi.judgments j join roi.probes p on p.id = j.probe_id where j.run_id = (select id from llm_run);
-select ok((roi.upkeep() ->> 'finished_closed')::int >= 1
-  and exists (select from roi.run_closures where run_id = (select id from llm_run) and reason = 'complete'),
-  'upkeep closes a run whose last verdict landed');
+select ok((roi.upkeep() ->> 'finished_closed')::int >= 1, 'upkeep closes runs whose last verdict landed');
+select ok(exists (select from roi.run_closures where run_id = (select id from llm_run) and reason = 'complete'),
+  'among them this one');
 select is((select count(*)::int from roi.rotations where run_id = (select id from llm_run)), 1,
   'and rotates the pool once for it');
 select is((select count(*)::int from roi.probes where owner_id = tests.user_id('keeper@upkeep.test') and state = 'pending'), 1,
@@ -81,9 +81,9 @@ select tests.authenticate_as('keeper@upkeep.test');
 create temporary table overdue_run on commit drop as select (public.benchmark_memory() ->> 'run_id')::uuid as id;
 select tests.clear_authentication();
 update roi.settings set run_timeout = interval '0 seconds';
-select ok((roi.upkeep() ->> 'overdue_closed')::int >= 1
-  and exists (select from roi.run_closures where run_id = (select id from overdue_run) and reason = 'timeout'),
-  'upkeep closes a run past its timeout');
+select ok((roi.upkeep() ->> 'overdue_closed')::int >= 1, 'upkeep closes runs past their timeout');
+select ok(exists (select from roi.run_closures where run_id = (select id from overdue_run) and reason = 'timeout'),
+  'among them this one, closed for the timeout');
 select results_eq($$select status, skipped_count from public.roi_benchmark_runs where false
   union all select case when exists (select from roi.run_closures where run_id = (select id from overdue_run)) then 'complete' end,
   (select count(*)::int from roi.verdicts where run_id = (select id from overdue_run) and skip_reason = 'timeout')$$,
