@@ -46,10 +46,18 @@ def test_db_up_twice_changes_nothing_the_second_time(own_home):
     before = migration_rows(url)
     assert len(before) == len(list((ROOT / "supabase" / "migrations").glob("*.sql")))
 
-    second = zm(own_home, "db", "up")
+    with psycopg.connect(url) as conn:
+        assert conn.execute("select extractor from roi.settings").fetchone()[0] == "deterministic"
+
+    second = zm({**own_home, "ZM_EXTRACTOR": "llm"}, "db", "up")
     assert second.returncode == 0, second.stderr
     assert "creating" not in second.stdout and "starting" not in second.stdout
     assert migration_rows(url) == before
+    assert "extractor: llm" in second.stdout
+    configured = zm(own_home, "configure", "--extractor", "deterministic")
+    assert configured.returncode == 0 and configured.stdout.strip() == "extractor: deterministic"
+    with psycopg.connect(url) as conn:
+        assert conn.execute("select extractor from roi.settings").fetchone()[0] == "deterministic"
 
     status = zm(own_home, "db", "status")
     assert status.stdout.startswith("running")

@@ -59,3 +59,26 @@ def test_db_advisors_catch_a_public_table_without_rls(cluster):
     finally:
         with psycopg.connect(cluster.url(), autocommit=True) as conn:
             conn.execute("drop database advisor_probe with (force)")
+
+
+def test_migrations_apply_where_pg_cron_cannot_be_created(cluster):
+    """pg_cron only lives in `cron.database_name`; elsewhere the upkeep migration skips the schedule."""
+    with psycopg.connect(cluster.url(), autocommit=True) as conn:
+        conn.execute("drop database if exists without_cron")
+        conn.execute("create database without_cron")
+    url = cluster.url(dbname="without_cron")
+    try:
+        localdb.apply_sql_file(url, ROOT / "sql" / "supabase_compat.sql")
+        notices = []
+        with psycopg.connect(url) as conn:
+            conn.add_notice_handler(lambda diag: notices.append(diag.message_primary))
+            for migration in sorted((ROOT / "supabase" / "migrations").glob("*.sql")):
+                conn.execute(migration.read_text())
+        assert any("run `select roi.upkeep()` every minute yourself" in n for n in notices), notices
+        with psycopg.connect(url) as conn:
+            assert conn.execute("select count(*) from pg_extension where extname = 'pg_cron'").fetchone()[0] == 0
+            assert conn.execute("select to_regprocedure('roi.upkeep()') is not null").fetchone()[0]
+            assert conn.execute("select roi.upkeep() ->> 'failures'").fetchone()[0] == "0"
+    finally:
+        with psycopg.connect(cluster.url(), autocommit=True) as conn:
+            conn.execute("drop database without_cron with (force)")
