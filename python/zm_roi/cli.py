@@ -41,6 +41,12 @@ def db_up(config: settings.Settings, quiet: bool = False) -> localdb.Cluster:
     return cluster
 
 
+def confirm(question: str) -> bool:
+    if not sys.stdin.isatty():
+        return False
+    return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+
+
 def cmd_db(args: argparse.Namespace, config: settings.Settings) -> None:
     cluster = embedded_cluster(config)
     if args.action == "up":
@@ -54,6 +60,8 @@ def cmd_db(args: argparse.Namespace, config: settings.Settings) -> None:
         state = "running" if cluster.is_running() else "created, stopped" if cluster.exists() else "absent"
         print(f"{state}: {cluster.home} on 127.0.0.1:{cluster.port}")
     elif args.action == "reset":
+        if not args.yes and not confirm(f"delete every memory and result in {cluster.home}?"):
+            raise UserError("reset cancelled (pass --yes to skip the question)")
         cluster.destroy()
         print(f"removed {cluster.home}")
         db_up(config)
@@ -92,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     db = sub.add_parser("db", help="the embedded local Supabase-compatible PostgreSQL")
     db.add_argument("action", choices=["up", "down", "url", "status", "reset"])
+    db.add_argument("--yes", action="store_true", help="reset without asking")
     db.set_defaults(func=cmd_db)
 
     configure = sub.add_parser("configure", help="write settings (ZM_EXTRACTOR) into the database")
