@@ -1,0 +1,112 @@
+"""Hostile and odd input: arbitrary text through recall and the question templates (property-based),
+1 MB bodies, every Unicode plane, right-to-left text and search metacharacters. Each gives correct
+behaviour or a clear error, never a traceback or lost data."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.support import as_user, benchmark
+from zm_roi.errors import UserError
+from zm_roi.importer import Target, import_memories
+
+# Any text PostgreSQL can store: every code point but NUL and the surrogates.
+storable_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=400)
+METACHARACTERS = "' \" \\ & | ! : * ( ) < -> % <-> !! && || :* '' \\' $$ ; -- /* */"
+
+
+@pytest.fixture(scope="module")
+def reader(db_url):
+    """A user with a few memories, including metacharacters and right-to-left text."""
+    with psycopg.connect(db_url) as conn:
+        user = conn.execute(
+            "insert into auth.users (email) values (%s) returning id", (f"hostile-{uuid.uuid4().hex[:8]}@x.test",)
+        ).fetchone()[0]
+        conn.execute(
+            """insert into public.memories (author_id, scope, kind, title, body) values
+               (%(u)s, 'personal', 'decision', %(meta)s, %(meta)s),
+               (%(u)s, 'personal', 'gotcha', 'نشر النظام يوم الجمعة ممنوع', 'لا ننشر يوم الجمعة لأن الدعم غير متاح'),
+               (%(u)s, 'personal', 'convention', 'Deploys need a 🚀 emoji', 'Every deploy message starts with 🚀.')""",
+            {"u": user, "meta": METACHARACTERS},
+        )
+    return user
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(question=storable_text, match_count=st.integers(min_value=-5, max_value=500))
+def test_recall_takes_any_text_as_plain_words(db_url, reader, question, match_count):
+    rows = as_user(db_url, reader, "select * from public.recall(%s, match_count => %s)", (question, match_count))
+    assert len(rows) <= max(0, min(match_count, 100))
+    assert all(row["score"] > 0 for row in rows)
+
+
+@settings(max_examples=300, deadline=None)
+@given(kind=st.sampled_from(["decision", "gotcha", "convention"]), title=storable_text, body=storable_text)
+def test_templates_read_naturally_for_any_title(db_url, kind, title, body):
+    with psycopg.connect(db_url) as conn:
+        question = conn.execute("select roi.template_question(%s, %s, %s)", (kind, title, body)).fetchone()[0]
+    assert question.endswith("?")
+    assert len(question) <= 200
+    assert not any(ord(c) < 32 for c in question), "control characters never reach a question"
+
+
+def test_metacharacters_and_right_to_left_text_are_found(db_url, reader):
+    assert as_user(db_url, reader, "select title from public.recall(%s)", (METACHARACTERS,)) == []
+    found = as_user(db_url, reader, "select title from public.recall(%s)", ("متى ننشر النظام؟",))
+    assert [r["title"] for r in found] == ["نشر النظام يوم الجمعة ممنوع"]
+
+
+def test_a_one_megabyte_body_is_stored_recalled_and_probed(db_url, email, deterministic_mode):
+    body = ("Quarantine the flaky payments suite before the release. " * 20000)[:1_000_000]
+    with psycopg.connect(db_url) as conn:
+        owner = conn.execute("insert into auth.users (email) values (%s) returning id", (email,)).fetchone()[0]
+        conn.execute(
+            "insert into public.memories (author_id, scope, kind, title, body) "
+            "values (%s, 'personal', 'gotcha', %s, %s)",
+            (owner, "x" * 5000, body),
+        )
+    assert benchmark(db_url, owner)["status"] == "started"
+    with psycopg.connect(db_url) as conn:
+        question, stored = conn.execute(
+            "select p.question, length(m.body) from roi.probes p join public.memories m on m.id = p.memory_id "
+            "where p.owner_id = %s",
+            (owner,),
+        ).fetchone()
+    assert stored == 1_000_000, "nothing was truncated in storage"
+    assert len(question) < 200 and '…"' in question, "a 5,000-character title is cut at 120 with an ellipsis"
+    assert as_user(db_url, owner, "select count(*) as n from public.recall('quarantine flaky payments')")[0]["n"] == 1
+
+
+def test_every_unicode_plane_round_trips_through_import(db_url, email, tmp_path):
+    title = "".join(chr(plane * 0x10000 + 0x4E2D if plane == 0 else plane * 0x10000 + 0x100) for plane in range(17))
+    path = tmp_path / "planes.jsonl"
+    path.write_text(json.dumps({"title": title, "body": "שלום " + title, "kind": "convention"}, ensure_ascii=False))
+    assert import_memories(db_url, path, Target(email)) == 1
+    with psycopg.connect(db_url) as conn:
+        stored = conn.execute(
+            "select title from public.memories m join auth.users u on u.id = m.author_id where u.email = %s", (email,)
+        ).fetchone()[0]
+    assert stored == title
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"\xff\xfe not utf-8", "not UTF-8"),
+        (json.dumps({"title": "t" * 1001, "body": "b", "kind": "decision"}).encode(), "field 'title'"),
+        (json.dumps({"title": "nul\u0000", "body": "b", "kind": "decision"}).encode(), "NUL"),
+        (b"\n\n   \n", "no memories"),
+    ],
+    ids=["binary", "title-too-long", "nul-character", "only-blank-lines"],
+)
+def test_malformed_import_files_are_clear_errors(db_url, email, tmp_path, content, message):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(UserError, match=message):
+        import_memories(db_url, path, Target(email))
