@@ -1,6 +1,6 @@
 -- benchmark_memory() per the contract, the metric and views, append-only results, timeouts.
 begin;
-select plan(38);
+select plan(39);
 
 select tests.create_user('runner@runs.test');
 select tests.create_user('episodic@runs.test');
@@ -42,6 +42,10 @@ select is((select (r ->> 'probes')::int from first_call), 20, 'with a full pool 
 select results_eq($$select status, probe_count, judged_count, skipped_count from public.roi_benchmark_runs$$,
   $$values ('complete', 20, 20, 0)$$, 'the run is complete with every probe judged');
 select is((select count(*)::int from roi.verdicts), 20, 'one verdict per probe');
+select set_eq($$select v.memory_id from roi.verdicts v$$,
+  $$select id from public.memories where author_id = tests.user_id('runner@runs.test') and kind <> 'episode'
+    order by created_at desc limit 20$$,
+  'the first pool holds the 20 newest knowledge memories');
 select ok((select bool_and(not without_memory) from roi.verdicts), 'deterministic: without_memory is always false');
 select is((select count(distinct probe_id)::int from roi.verdicts), 20, 'no probe has two verdicts');
 
