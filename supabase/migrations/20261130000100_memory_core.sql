@@ -108,10 +108,13 @@ $$;
 -- Turns a natural-language question into an OR of its stemmed terms: an agent's question rarely
 -- contains every word of the memory that answers it, so an AND (plainto/websearch) finds nothing.
 -- Postgres renders and parses the tsquery text itself, so no user text is ever spliced into syntax.
+-- A question with no searchable word (empty, stop words only) yields null, quietly: no NOTICE.
 create function public.recall_query(query text) returns tsquery
   language sql immutable strict security invoker set search_path = ''
 as $$
-  select replace(plainto_tsquery('english'::regconfig, query)::text, ' & ', ' | ')::tsquery
+  select case when length(to_tsvector('english'::regconfig, query)) > 0
+    then replace(plainto_tsquery('english'::regconfig, query)::text, ' & ', ' | ')::tsquery
+  end
 $$;
 
 -- The one read path agents use. Runs as the caller: row-level security decides what exists, the pin

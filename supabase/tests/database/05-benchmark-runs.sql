@@ -43,7 +43,7 @@ select results_eq($$select status, probe_count, judged_count, skipped_count from
   $$values ('complete', 20, 20, 0)$$, 'the run is complete with every probe judged');
 select is((select count(*)::int from roi.verdicts), 20, 'one verdict per probe');
 select set_eq($$select v.memory_id from roi.verdicts v$$,
-  $$select id from public.memories where author_id = tests.user_id('runner@runs.test') and kind <> 'episode'
+  $$select id from public.memories where author_id = auth.uid() and kind <> 'episode'
     order by created_at desc limit 20$$,
   'the first pool holds the 20 newest knowledge memories');
 select ok((select bool_and(not without_memory) from roi.verdicts), 'deterministic: without_memory is always false');
