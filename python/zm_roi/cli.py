@@ -86,6 +86,27 @@ def cmd_demo(args: argparse.Namespace, config: settings.Settings) -> None:
     run_demo(config)
 
 
+def make_transport(config: settings.Settings):
+    """The transport settings select: Supabase, ZM_DB_URL or the embedded database."""
+    from zm_roi import transport
+
+    return transport.from_settings(config, embedded_cluster(config))
+
+
+def cmd_token(args: argparse.Namespace, config: settings.Settings) -> None:
+    from zm_roi import tokens, transport
+    from zm_roi.queries import query
+
+    if args.ttl <= 0:
+        raise UserError("--ttl must be a positive number of seconds")
+    db_url, jwt_secret = transport.local_database(config, embedded_cluster(config))
+    with psycopg.connect(db_url) as conn:
+        row = conn.execute(query("user_id_by_email"), {"email": args.user}).fetchone()
+    if row is None:
+        raise UserError(f"no user {args.user}: import memories for them first")
+    print(tokens.mint(jwt_secret, row[0], args.user, args.ttl))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="zm-roi", description="The memory ROI benchmark.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -112,6 +133,11 @@ def build_parser() -> argparse.ArgumentParser:
     recall.add_argument("--project", metavar="NAME")
     recall.add_argument("--limit", type=int, default=5)
     recall.set_defaults(func=cmd_recall)
+
+    token = sub.add_parser("token", help="mint a local access token for a user of the embedded database")
+    token.add_argument("--user", required=True, metavar="EMAIL")
+    token.add_argument("--ttl", type=int, default=3600, metavar="SECONDS", help="lifetime (default: 3600)")
+    token.set_defaults(func=cmd_token)
 
     demo = sub.add_parser("demo", help="the whole cycle end to end on the embedded database")
     demo.set_defaults(func=cmd_demo)
