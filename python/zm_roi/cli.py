@@ -107,6 +107,14 @@ def cmd_token(args: argparse.Namespace, config: settings.Settings) -> None:
     print(tokens.mint(jwt_secret, row[0], args.user, args.ttl))
 
 
+def cmd_mcp(args: argparse.Namespace, config: settings.Settings) -> None:
+    from zm_roi.mcp_server import serve
+
+    # Settings are read again per call, so a bad token or a database that is not up yet is a tool
+    # error the agent can relay, not a server that refuses to start.
+    serve(lambda: make_transport(settings.load()))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="zm-roi", description="The memory ROI benchmark.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -138,6 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     token.add_argument("--user", required=True, metavar="EMAIL")
     token.add_argument("--ttl", type=int, default=3600, metavar="SECONDS", help="lifetime (default: 3600)")
     token.set_defaults(func=cmd_token)
+
+    mcp = sub.add_parser("mcp", help="the MCP server (stdio) exposing benchmark_memory, as ZM_ACCESS_TOKEN's user")
+    mcp.set_defaults(func=cmd_mcp)
 
     demo = sub.add_parser("demo", help="the whole cycle end to end on the embedded database")
     demo.set_defaults(func=cmd_demo)
