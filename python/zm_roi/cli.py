@@ -11,6 +11,8 @@ import psycopg
 from zm_roi import localdb, settings
 from zm_roi.errors import UserError
 
+DASHBOARD_PORT = 8787
+
 
 def embedded_cluster(config: settings.Settings) -> localdb.Cluster:
     home = config.db_home or localdb.project_root() / ".zm" / "db"
@@ -115,6 +117,17 @@ def cmd_mcp(args: argparse.Namespace, config: settings.Settings) -> None:
     serve(lambda: make_transport(settings.load()))
 
 
+def cmd_dashboard(args: argparse.Namespace, config: settings.Settings) -> None:
+    from zm_roi import dashboard
+
+    if args.out:
+        path = Path(args.out)
+        path.write_text(dashboard.render(make_transport(config)), encoding="utf-8")
+        print(f"wrote {path}")
+    else:
+        dashboard.serve(lambda: make_transport(settings.load()), args.serve)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="zm-roi", description="The memory ROI benchmark.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -149,6 +162,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     mcp = sub.add_parser("mcp", help="the MCP server (stdio) exposing benchmark_memory, as ZM_ACCESS_TOKEN's user")
     mcp.set_defaults(func=cmd_mcp)
+
+    dash = sub.add_parser("dashboard", help='the "Only memory knows" tile as ZM_ACCESS_TOKEN\'s user')
+    where_to = dash.add_mutually_exclusive_group(required=True)
+    where_to.add_argument("--out", metavar="FILE", help="write the page to FILE")
+    where_to.add_argument(
+        "--serve",
+        nargs="?",
+        type=int,
+        const=DASHBOARD_PORT,
+        metavar="PORT",
+        help=f"serve it on 127.0.0.1 (default port {DASHBOARD_PORT})",
+    )
+    dash.set_defaults(func=cmd_dashboard)
 
     demo = sub.add_parser("demo", help="the whole cycle end to end on the embedded database")
     demo.set_defaults(func=cmd_demo)
