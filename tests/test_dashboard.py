@@ -270,3 +270,35 @@ def test_the_cli_writes_the_page_or_says_in_one_line_why_not(cluster, email, tmp
     assert refused.stderr.startswith("zm-roi: the access token is not a valid JWT")
     assert len(refused.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "no.html").exists()
+
+
+class Canned:
+    """A transport with fixed answers, for states that are slow or odd to reach through SQL."""
+
+    def __init__(self, tile: dict | None, runs: list[dict]) -> None:
+        self._tile, self._runs = tile, runs
+
+    def tile(self) -> dict | None:
+        return self._tile
+
+    def runs(self) -> list[dict]:
+        return self._runs
+
+
+def test_a_run_whose_every_question_was_skipped_shows_no_score_rather_than_judging_forever():
+    run = {
+        "run_id": "r1",
+        "started_at": "2026-11-30T10:00:00+00:00",
+        "status": "complete",
+        "probe_count": 5,
+        "judged_count": 0,
+        "skipped_count": 5,
+        "exclusive_count": 0,
+        "exclusive_rate": None,
+    }
+    tile = {"state": "ready", "exclusive_rate": None, "hint": "Judging 5 questions from your memory…", "trend": []}
+    dom = Dom(dashboard.render(Canned(tile, [run])))
+    assert dom.text("unscored") == "No score yet"
+    assert not dom.has("judging") and not dom.has("rate")
+    assert not re.search(r"\d+\s*%", dom.all_text())
+    assert "0 of 5 (5 skipped)" in dom.text("runs")

@@ -273,3 +273,8 @@ def test_the_supabase_transport_sends_nothing_for_a_missing_or_broken_token(toke
 def test_an_unreachable_supabase_is_one_clear_line():
     with pytest.raises(UserError, match="cannot reach http://127.0.0.1:1"):
         SupabaseTransport(f"http://127.0.0.1:{1}", ANON_KEY, user_token(), timeout=2).benchmark_memory()
+
+
+def test_a_supabase_url_without_a_scheme_is_one_clear_line():
+    with pytest.raises(UserError, match="SUPABASE_URL or SUPABASE_ANON_KEY is not usable: Invalid URL"):
+        SupabaseTransport("project.supabase.co", ANON_KEY, user_token()).benchmark_memory()

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Annotated, Literal
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
@@ -173,8 +174,6 @@ def build_server(make_transport: Callable[[], Transport]) -> MCPServer:
         mime_type="application/json",
     )
     def tile_resource() -> str:
-        from mcp.server.mcpserver.exceptions import ResourceError
-
         try:
             return json.dumps(read_tile())
         except UserError as exc:

@@ -112,7 +112,7 @@ class SupabaseTransport:
         """A client for one call, carrying the user's token; API and network failures as one clear line."""
         import httpx
         from postgrest.exceptions import APIError
-        from supabase import ClientOptions, create_client
+        from supabase import ClientOptions, SupabaseException, create_client
 
         # A missing, malformed or expired token fails here, before any request leaves.
         tokens.peek(self.token)
@@ -133,6 +133,8 @@ class SupabaseTransport:
             raise UserError(f"the Supabase API refused the call: {exc.message or 'no message'} ({code})") from None
         except httpx.HTTPError as exc:
             raise UserError(f"cannot reach {self.url}: {exc}") from None
+        except SupabaseException as exc:
+            raise UserError(f"SUPABASE_URL or SUPABASE_ANON_KEY is not usable: {exc.message}") from None
 
 
 @contextmanager
