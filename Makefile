@@ -3,14 +3,15 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 APT_PACKAGES := postgresql-15 postgresql-15-cron postgresql-15-pgtap postgresql-15-plpgsql-check \
-	libtap-parser-sourcehandler-pgtap-perl
+	libtap-parser-sourcehandler-pgtap-perl chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: install system-packages demo test lint bench clean
 
 install: system-packages $(VENV)/.installed node_modules/.installed
 
-# Debian 12 packages for the embedded PostgreSQL, pg_cron, pgTAP, plpgsql_check and pg_prove.
+# Debian 12 packages for the embedded PostgreSQL, pg_cron, pgTAP, plpgsql_check and pg_prove, and the
+# headless Chromium the dashboard tests open the page with.
 system-packages:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \

@@ -11,6 +11,8 @@ import psycopg
 from zm_roi import localdb, settings
 from zm_roi.errors import UserError
 
+DASHBOARD_PORT = 8787
+
 
 def embedded_cluster(config: settings.Settings) -> localdb.Cluster:
     home = config.db_home or localdb.project_root() / ".zm" / "db"
@@ -94,6 +96,46 @@ def cmd_demo(args: argparse.Namespace, config: settings.Settings) -> None:
     run_demo(config)
 
 
+def make_transport(config: settings.Settings):
+    """The transport settings select: Supabase, ZM_DB_URL or the embedded database."""
+    from zm_roi import transport
+
+    return transport.from_settings(config, embedded_cluster(config))
+
+
+def cmd_token(args: argparse.Namespace, config: settings.Settings) -> None:
+    from zm_roi import tokens, transport
+    from zm_roi.queries import query
+
+    if args.ttl <= 0:
+        raise UserError("--ttl must be a positive number of seconds")
+    db_url, jwt_secret = transport.local_database(config, embedded_cluster(config))
+    with psycopg.connect(db_url) as conn:
+        row = conn.execute(query("user_id_by_email"), {"email": args.user}).fetchone()
+    if row is None:
+        raise UserError(f"no user {args.user}: import memories for them first")
+    print(tokens.mint(jwt_secret, row[0], args.user, args.ttl))
+
+
+def cmd_mcp(args: argparse.Namespace, config: settings.Settings) -> None:
+    from zm_roi.mcp_server import serve
+
+    # Settings are read again per call, so a bad token or a database that is not up yet is a tool
+    # error the agent can relay, not a server that refuses to start.
+    serve(lambda: make_transport(settings.load()))
+
+
+def cmd_dashboard(args: argparse.Namespace, config: settings.Settings) -> None:
+    from zm_roi import dashboard
+
+    if args.out:
+        path = Path(args.out)
+        path.write_text(dashboard.render(make_transport(config)), encoding="utf-8")
+        print(f"wrote {path}")
+    else:
+        dashboard.serve(lambda: make_transport(settings.load()), args.serve)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="zm-roi", description="The memory ROI benchmark.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -121,6 +163,27 @@ def build_parser() -> argparse.ArgumentParser:
     recall.add_argument("--project", metavar="NAME")
     recall.add_argument("--limit", type=int, default=5)
     recall.set_defaults(func=cmd_recall)
+
+    token = sub.add_parser("token", help="mint a local access token for a user of the embedded database")
+    token.add_argument("--user", required=True, metavar="EMAIL")
+    token.add_argument("--ttl", type=int, default=3600, metavar="SECONDS", help="lifetime (default: 3600)")
+    token.set_defaults(func=cmd_token)
+
+    mcp = sub.add_parser("mcp", help="the MCP server (stdio) exposing benchmark_memory, as ZM_ACCESS_TOKEN's user")
+    mcp.set_defaults(func=cmd_mcp)
+
+    dash = sub.add_parser("dashboard", help='the "Only memory knows" tile as ZM_ACCESS_TOKEN\'s user')
+    where_to = dash.add_mutually_exclusive_group(required=True)
+    where_to.add_argument("--out", metavar="FILE", help="write the page to FILE")
+    where_to.add_argument(
+        "--serve",
+        nargs="?",
+        type=int,
+        const=DASHBOARD_PORT,
+        metavar="PORT",
+        help=f"serve it on 127.0.0.1 (default port {DASHBOARD_PORT})",
+    )
+    dash.set_defaults(func=cmd_dashboard)
 
     demo = sub.add_parser("demo", help="the whole cycle end to end on the embedded database")
     demo.set_defaults(func=cmd_demo)

@@ -52,3 +52,17 @@ update roi.settings set extractor = %(extractor)s returning extractor;
 
 -- name: get_extractor
 select extractor from roi.settings;
+
+-- name: user_exists
+select exists (select from auth.users where id = %(user_id)s);
+
+-- name: benchmark_memory
+select public.benchmark_memory();
+
+-- The two views as JSON, so the local transport hands back exactly what PostgREST would send.
+-- name: benchmark_tile
+select to_jsonb(t) from public.roi_benchmark_tile t;
+
+-- name: benchmark_runs
+select coalesce(jsonb_agg(to_jsonb(r) order by r.started_at desc), '[]'::jsonb)
+from public.roi_benchmark_runs r;

@@ -22,6 +22,7 @@ class Settings:
     supabase_url: str | None
     supabase_anon_key: str | None
     access_token: str | None
+    jwt_secret: str | None
     generation_model: str
     judge_model: str
 
@@ -43,6 +44,8 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         supabase_url=env.get("SUPABASE_URL") or None,
         supabase_anon_key=env.get("SUPABASE_ANON_KEY") or None,
         access_token=env.get("ZM_ACCESS_TOKEN") or None,
+        # Only needed with ZM_DB_URL: the embedded cluster keeps its own secret in its home.
+        jwt_secret=env.get("ZM_JWT_SECRET") or None,
         generation_model=env.get("ZM_GENERATION_MODEL", "gpt-4o-mini"),
         judge_model=env.get("ZM_JUDGE_MODEL", "gpt-4o-mini"),
     )

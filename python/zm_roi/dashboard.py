@@ -1,0 +1,156 @@
+"""`zm-roi dashboard`: the "Only memory knows" tile as a self-contained HTML page.
+
+The page is rendered from the two public views, read through the transport as the user named by the
+access token, so it can only ever show that user's aggregates. No external assets: styles and the
+sparkline are inline, and the page's content security policy forbids loading anything else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from functools import cache
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import jinja2
+
+from zm_roi.errors import UserError
+from zm_roi.transport import Transport
+
+RECENT_RUNS = 10
+SPARK_WIDTH, SPARK_HEIGHT, SPARK_PAD = 240, 56, 5
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("zm_roi", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def pct(rate) -> int | None:
+    return None if rate is None else round(float(rate) * 100)
+
+
+def when(stamp: str | None, style: str = "%-d %b %Y, %H:%M UTC") -> str:
+    """PostgREST's ISO timestamps, shown in UTC so every reader sees the same time."""
+    if not stamp:
+        return ""
+    return datetime.fromisoformat(stamp).astimezone(UTC).strftime(style)
+
+
+def sparkline(trend: list) -> dict | None:
+    """SVG geometry for the trend on a fixed 0–100% scale (a zoomed scale would dramatise noise)."""
+    rates = [float(rate) for rate in trend or [] if rate is not None]
+    if len(rates) < 2:
+        return None
+    inner_w, inner_h = SPARK_WIDTH - 2 * SPARK_PAD, SPARK_HEIGHT - 2 * SPARK_PAD
+    points = [
+        (SPARK_PAD + inner_w * i / (len(rates) - 1), SPARK_PAD + inner_h * (1 - rate)) for i, rate in enumerate(rates)
+    ]
+    line = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
+    bottom = SPARK_HEIGHT - SPARK_PAD
+    area = f"M{points[0][0]:.1f},{bottom} L" + " L".join(f"{x:.1f},{y:.1f}" for x, y in points)
+    area += f" L{points[-1][0]:.1f},{bottom} Z"
+    return {
+        "width": SPARK_WIDTH,
+        "height": SPARK_HEIGHT,
+        "line": line,
+        "area": area,
+        "last": points[-1],
+        "count": len(rates),
+        "label": "Exclusive rate of completed runs, oldest first: " + ", ".join(f"{pct(r)}%" for r in rates),
+    }
+
+
+def view_model(tile: dict | None, runs: list[dict]) -> dict:
+    """Everything the template shows, already formatted; no logic left for the template but layout."""
+    tile = tile or {"state": "invite", "hint": ""}
+    latest = runs[0] if runs else None
+    rate = pct(tile.get("exclusive_rate"))
+    return {
+        "state": tile["state"],
+        "has_score": rate is not None,
+        "rate": rate,
+        "low": pct(tile.get("exclusive_rate_low")),
+        "high": pct(tile.get("exclusive_rate_high")),
+        "hint": tile.get("hint") or "",
+        "exclusive_count": tile.get("exclusive_count"),
+        "judged_count": tile.get("judged_count"),
+        "judging": tile["state"] == "judging",
+        "judging_probes": latest["probe_count"] if latest and latest["status"] == "judging" else None,
+        "latest_run_at": when(tile.get("latest_run_at")),
+        "sparkline": sparkline(tile.get("trend") or []),
+        "runs": [
+            {
+                "started": when(run["started_at"]),
+                "started_short": when(run["started_at"], "%-d %b, %H:%M"),
+                "status": run["status"],
+                "probes": run["probe_count"],
+                "judged": run["judged_count"],
+                "skipped": run["skipped_count"],
+                "exclusive": run["exclusive_count"],
+                "rate": pct(run.get("exclusive_rate")),
+            }
+            for run in runs[:RECENT_RUNS]
+        ],
+        "more_runs": max(0, len(runs) - RECENT_RUNS),
+        "rendered_at": datetime.now(UTC).strftime("%-d %b %Y, %H:%M UTC"),
+    }
+
+
+def render(transport: Transport) -> str:
+    """The page for the transport's user."""
+    return _environment().get_template("dashboard.html.j2").render(**view_model(transport.tile(), transport.runs()))
+
+
+def render_error(message: str) -> str:
+    return _environment().get_template("dashboard_error.html.j2").render(message=message)
+
+
+def http_server(make_transport: Callable[[], Transport], port: int) -> ThreadingHTTPServer:
+    """A server on 127.0.0.1 that renders the page afresh for every request (port 0: any free port)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            if self.path.split("?")[0] not in ("/", "/index.html"):
+                self._send(HTTPStatus.NOT_FOUND, render_error("There is nothing here: the tile is at /."))
+                return
+            try:
+                page = render(make_transport())
+            except UserError as exc:
+                self._send(HTTPStatus.SERVICE_UNAVAILABLE, render_error(str(exc)))
+                return
+            self._send(HTTPStatus.OK, page)
+
+        def _send(self, status: HTTPStatus, page: str) -> None:
+            body = page.encode("utf-8")
+            self.send_response(status)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.send_header("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args) -> None:  # noqa: A002 (http.server's signature)
+            pass
+
+    try:
+        return ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    except OSError as exc:
+        raise UserError(f"cannot serve on 127.0.0.1:{port} ({exc.strerror}): pick another port") from None
+
+
+def serve(make_transport: Callable[[], Transport], port: int) -> None:
+    server = http_server(make_transport, port)
+    print(f"serving the dashboard on http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C stops it)", flush=True)
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()

@@ -1,0 +1,191 @@
+"""`zm-roi mcp`: the MCP server an agent calls to run the benchmark for its user (stdio).
+
+The server acts for the one user named by ZM_ACCESS_TOKEN. The token is checked on every call, not at
+start-up, so a bad or expired token is a tool error the agent can read and relay, never a dead server.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Annotated, Literal
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from zm_roi.errors import UserError
+from zm_roi.transport import Transport
+
+TILE_URI = "zm-roi://benchmark/tile"
+
+INSTRUCTIONS = (
+    "zm-roi measures what the user would lose without memory. Call benchmark_memory when the user asks "
+    "how much their memory is worth; read the result with benchmark_results."
+)
+
+BENCHMARK_DESCRIPTION = """\
+Run the memory ROI benchmark for the signed-in user: "what would you lose without memory?".
+It asks about 20 questions drawn from the user's own stored decisions, gotchas and conventions,
+recalls each one as the user, and has a judge decide which ones only memory could answer.
+Statuses:
+- generating: the question pool is still being built (ready of target). Call benchmark_memory again
+  in about a minute.
+- started: a run began with `probes` questions. Verdicts land shortly: call benchmark_results in a
+  minute to see the score (calling benchmark_memory again would start another run).
+- in_progress: a run is still being judged; nothing new was started. Call benchmark_results later.
+- empty: the user has no decision, gotcha or convention memory yet; nothing to measure.
+Each call may start a new run, so call it when the user wants a fresh measurement, not to poll."""
+
+RESULTS_DESCRIPTION = """\
+The user's "Only memory knows" tile: the share of benchmark questions their memory answered that a
+bare agent could not (the exclusive rate, with its 95% interval), how many were judged, the trend over
+completed runs, and whether a run is still being judged. Aggregates only; changes nothing."""
+
+
+class BenchmarkResult(BaseModel):
+    """What benchmark_memory() answered, plus one sentence for the human."""
+
+    status: Literal["generating", "started", "in_progress", "empty"]
+    run_id: str | None = Field(None, description="the run started (started) or still executing (in_progress)")
+    probes: int | None = Field(None, description="questions that went into the run (started)")
+    ready: int | None = Field(None, description="questions ready so far (generating)")
+    target: int | None = Field(None, description="questions the pool is being built to (generating)")
+    message: str = Field(description="one plain sentence for the user")
+
+
+class TileResult(BaseModel):
+    """The caller's tile: aggregates only, no question or memory text."""
+
+    state: Literal["invite", "judging", "ready"]
+    exclusive_rate: float | None = Field(None, description="0..1; null until a judged run exists")
+    exclusive_rate_low: float | None = Field(None, description="95% Wilson interval, lower bound")
+    exclusive_rate_high: float | None = Field(None, description="95% Wilson interval, upper bound")
+    exclusive_count: int | None = None
+    judged_count: int | None = None
+    hint: str
+    latest_run_id: str | None = None
+    latest_run_at: str | None = None
+    trend: list[float] = Field(default_factory=list, description="exclusive rates of completed runs, oldest first")
+    message: str = Field(description="one plain sentence for the user")
+
+
+def benchmark_sentence(result: dict) -> str:
+    status = result.get("status")
+    if status == "generating":
+        return (
+            f"Building your benchmark: {result.get('ready', 0)} of {result.get('target', 0)} questions are ready; "
+            "ask again in about a minute."
+        )
+    if status == "started":
+        return (
+            f"Benchmark started with {result.get('probes', 0)} questions from your memory; "
+            "the score appears on your tile (benchmark_results) within a minute or two."
+        )
+    if status == "in_progress":
+        return "A benchmark run is already being judged, so nothing new was started; check the tile in a minute."
+    return result.get("message") or "There is nothing in your memory to benchmark yet."
+
+
+def percent(rate: float | None) -> str:
+    return "—" if rate is None else f"{round(float(rate) * 100)}%"
+
+
+def tile_sentence(tile: dict) -> str:
+    if tile["state"] == "invite":
+        return "No benchmark yet: ask me to run benchmark_memory to see what only your memory knows."
+    if tile.get("exclusive_rate") is None:
+        return f"{tile['hint']} The score appears once they are judged."
+    sentence = (
+        f"Only memory knows {percent(tile['exclusive_rate'])} "
+        f"(95% interval {percent(tile.get('exclusive_rate_low'))}–{percent(tile.get('exclusive_rate_high'))}): "
+        f"{tile['hint']}."
+    )
+    if tile["state"] == "judging":
+        sentence += " A newer run is still being judged."
+    return sentence
+
+
+def empty_tile() -> dict:
+    return {"state": "invite", "hint": "Ask your agent to run benchmark_memory to see what only your memory knows."}
+
+
+def build_server(make_transport: Callable[[], Transport]) -> MCPServer:
+    """The server; `make_transport` is called per request so settings and token errors surface as tool errors."""
+    server = MCPServer(name="zm-roi", instructions=INSTRUCTIONS, log_level="WARNING")
+
+    def read_tile() -> dict:
+        tile = make_transport().tile() or empty_tile()
+        tile = {key: tile.get(key) for key in TileResult.model_fields if key != "message"}
+        tile["trend"] = [float(rate) for rate in tile.get("trend") or []]
+        return {**tile, "message": tile_sentence(tile)}
+
+    @server.tool(
+        name="benchmark_memory",
+        title="Benchmark my memory",
+        description=BENCHMARK_DESCRIPTION,
+        annotations=ToolAnnotations(
+            title="Benchmark my memory",
+            read_only_hint=False,
+            destructive_hint=False,
+            idempotent_hint=False,
+            open_world_hint=False,
+        ),
+    )
+    def benchmark_memory() -> Annotated[CallToolResult, BenchmarkResult]:
+        try:
+            answer = make_transport().benchmark_memory()
+        except UserError as exc:
+            return tool_error(exc)
+        result = BenchmarkResult(
+            **{key: answer.get(key) for key in ("status", "run_id", "probes", "ready", "target")},
+            message=benchmark_sentence(answer),
+        )
+        return CallToolResult(
+            content=[TextContent(type="text", text=result.message)],
+            structured_content=result.model_dump(mode="json"),
+        )
+
+    @server.tool(
+        name="benchmark_results",
+        title="My memory benchmark results",
+        description=RESULTS_DESCRIPTION,
+        annotations=ToolAnnotations(
+            title="My memory benchmark results",
+            read_only_hint=True,
+            destructive_hint=False,
+            idempotent_hint=True,
+            open_world_hint=False,
+        ),
+    )
+    def benchmark_results() -> Annotated[CallToolResult, TileResult]:
+        try:
+            tile = read_tile()
+        except UserError as exc:
+            return tool_error(exc)
+        return CallToolResult(content=[TextContent(type="text", text=tile["message"])], structured_content=tile)
+
+    @server.resource(
+        TILE_URI,
+        name="benchmark_tile",
+        title="Only memory knows",
+        description=RESULTS_DESCRIPTION,
+        mime_type="application/json",
+    )
+    def tile_resource() -> str:
+        try:
+            return json.dumps(read_tile())
+        except UserError as exc:
+            raise ResourceError(str(exc)) from None
+
+    return server
+
+
+def tool_error(exc: UserError) -> CallToolResult:
+    """A refusal the agent can read and relay: isError with the one-line reason, no traceback."""
+    return CallToolResult(content=[TextContent(type="text", text=f"zm-roi: {exc}")], is_error=True)
+
+
+def serve(make_transport: Callable[[], Transport]) -> None:
+    build_server(make_transport).run("stdio")

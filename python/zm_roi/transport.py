@@ -1,0 +1,175 @@
+"""How the MCP tool and the dashboard reach the benchmark: always as the user named by an access token.
+
+One interface, two ways in. On Supabase, supabase-py calls PostgREST with the anon key and the user's
+token, and PostgREST does the verifying. Locally there is no PostgREST (Debian does not package it),
+so `LocalTransport` does what it would: verify the token first, then connect as `authenticator` and
+switch the transaction to the token's role and claims before running the one statement.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Protocol
+
+import psycopg
+from psycopg.conninfo import make_conninfo
+
+from zm_roi import localdb, tokens
+from zm_roi.errors import AuthError, UserError
+from zm_roi.identity import act_as
+from zm_roi.queries import query
+from zm_roi.settings import Settings
+
+TILE_VIEW = "roi_benchmark_tile"
+RUNS_VIEW = "roi_benchmark_runs"
+
+
+class Transport(Protocol):
+    """The benchmark's public contract, called as one user. Values are plain JSON (PostgREST's shapes)."""
+
+    def benchmark_memory(self) -> dict:
+        """Call public.benchmark_memory(): {"status": generating | started | in_progress | empty, …}."""
+        ...
+
+    def tile(self) -> dict | None:
+        """The caller's row of public.roi_benchmark_tile, or None."""
+        ...
+
+    def runs(self) -> list[dict]:
+        """The caller's rows of public.roi_benchmark_runs, newest first."""
+        ...
+
+
+class LocalTransport:
+    """psycopg to the embedded (or ZM_DB_URL) database, doing PostgREST's job per call."""
+
+    def __init__(self, db_url: str, jwt_secret: str, token: str | None) -> None:
+        self.db_url = db_url
+        self.jwt_secret = jwt_secret
+        self.token = token
+        # PostgREST's own login: it can become `authenticated` and nothing more.
+        self.authenticator_url = make_conninfo(db_url, user="authenticator", password=localdb.AUTHENTICATOR_PASSWORD)
+
+    def claims(self) -> dict:
+        """Verified claims of a user who exists. The signature is checked before any connection opens."""
+        claims = tokens.verify(self.token, self.jwt_secret)
+        # Supabase Auth only signs tokens for its users; a token for a removed user would otherwise look
+        # like a user with no memories ("empty"), which is a lie. This lookup is all that runs before it.
+        with _database_errors(), psycopg.connect(self.db_url, connect_timeout=10) as conn:
+            exists = conn.execute(query("user_exists"), {"user_id": claims["sub"]}).fetchone()[0]
+        if not exists:
+            raise AuthError(
+                f"the access token names user {claims['sub']}, who does not exist in this database: "
+                "mint a new one with `zm-roi token --user EMAIL`"
+            )
+        return claims
+
+    def benchmark_memory(self) -> dict:
+        return self._as_user("benchmark_memory", "/rpc/benchmark_memory")
+
+    def tile(self) -> dict | None:
+        return self._as_user("benchmark_tile", f"/{TILE_VIEW}")
+
+    def runs(self) -> list[dict]:
+        return self._as_user("benchmark_runs", f"/{RUNS_VIEW}")
+
+    def _as_user(self, name: str, path: str):
+        claims = self.claims()
+        with (
+            _database_errors(),
+            psycopg.connect(self.authenticator_url, connect_timeout=10) as conn,
+            conn.transaction(),
+        ):
+            act_as(conn, claims, path)
+            row = conn.execute(query(name)).fetchone()
+        return None if row is None else row[0]
+
+
+class SupabaseTransport:
+    """supabase-py against a Supabase project: PostgREST verifies the token and sets the claims."""
+
+    def __init__(self, url: str, anon_key: str, token: str | None, timeout: float = 30.0) -> None:
+        self.url = url
+        self.anon_key = anon_key
+        self.token = token
+        self.timeout = timeout
+
+    def benchmark_memory(self) -> dict:
+        with self._client() as client:
+            return client.rpc("benchmark_memory").execute().data
+
+    def tile(self) -> dict | None:
+        with self._client() as client:
+            rows = client.table(TILE_VIEW).select("*").limit(1).execute().data
+        return rows[0] if rows else None
+
+    def runs(self) -> list[dict]:
+        with self._client() as client:
+            return client.table(RUNS_VIEW).select("*").order("started_at", desc=True).execute().data
+
+    @contextmanager
+    def _client(self):
+        """A client for one call, carrying the user's token; API and network failures as one clear line."""
+        import httpx
+        from postgrest.exceptions import APIError
+        from supabase import ClientOptions, SupabaseException, create_client
+
+        # A missing, malformed or expired token fails here, before any request leaves.
+        tokens.peek(self.token)
+        try:
+            with httpx.Client(timeout=self.timeout, follow_redirects=True) as http:
+                options = ClientOptions(
+                    headers={"Authorization": f"Bearer {self.token.strip()}"},
+                    auto_refresh_token=False,
+                    persist_session=False,
+                    httpx_client=http,
+                )
+                yield create_client(self.url, self.anon_key, options)
+        except APIError as exc:
+            code = exc.code or ""
+            # PGRST30x: PostgREST rejected the JWT; 28000: benchmark_memory() saw no signed-in user.
+            if code.startswith("PGRST30") or code in ("28000", "401"):
+                raise AuthError(f"Supabase refused the access token: {exc.message} ({code})") from None
+            raise UserError(f"the Supabase API refused the call: {exc.message or 'no message'} ({code})") from None
+        except httpx.HTTPError as exc:
+            raise UserError(f"cannot reach {self.url}: {exc}") from None
+        except SupabaseException as exc:
+            raise UserError(f"SUPABASE_URL or SUPABASE_ANON_KEY is not usable: {exc.message}") from None
+
+
+@contextmanager
+def _database_errors():
+    """Database failures as one line a user can act on, never a traceback."""
+    try:
+        yield
+    except psycopg.OperationalError as exc:
+        lines = str(exc).strip().splitlines()
+        reason = lines[-1] if lines else "connection failed"
+        raise UserError(f"cannot reach the database ({reason}); is it up? try `zm-roi db up`") from None
+    except psycopg.Error as exc:
+        message = exc.diag.message_primary if exc.diag and exc.diag.message_primary else str(exc)
+        if exc.sqlstate == "28000":
+            raise AuthError(message) from None
+        raise UserError(f"the database refused the call: {message}") from None
+
+
+def local_database(config: Settings, embedded: localdb.Cluster) -> tuple[str, str]:
+    """The local database's URL and the JWT secret its access tokens are signed with."""
+    if config.db_url:
+        if not config.jwt_secret:
+            raise UserError("ZM_DB_URL is set but ZM_JWT_SECRET is not: local tokens are signed and verified with it")
+        return config.db_url, config.jwt_secret
+    if not embedded.jwt_secret_file.exists():
+        raise UserError("the embedded database does not exist yet: run `zm-roi db up`")
+    return embedded.url(), config.jwt_secret or embedded.jwt_secret()
+
+
+def from_settings(config: Settings, embedded: localdb.Cluster) -> Transport:
+    """Supabase when SUPABASE_URL and SUPABASE_ANON_KEY are set; otherwise ZM_DB_URL or the embedded database."""
+    if config.supabase_url or config.supabase_anon_key:
+        if not (config.supabase_url and config.supabase_anon_key):
+            missing = "SUPABASE_ANON_KEY" if config.supabase_url else "SUPABASE_URL"
+            raise UserError(f"{missing} is not set: the Supabase transport needs SUPABASE_URL and SUPABASE_ANON_KEY")
+        return SupabaseTransport(config.supabase_url, config.supabase_anon_key, config.access_token)
+    db_url, jwt_secret = local_database(config, embedded)
+    return LocalTransport(db_url, jwt_secret, config.access_token)
