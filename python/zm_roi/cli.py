@@ -93,7 +93,7 @@ def cmd_recall(args: argparse.Namespace, config: settings.Settings) -> None:
 def cmd_demo(args: argparse.Namespace, config: settings.Settings) -> None:
     from zm_roi.demo import run_demo
 
-    run_demo(config)
+    run_demo(config, db_up)
 
 
 def make_transport(config: settings.Settings):

@@ -1,0 +1,158 @@
+"""`zm-roi demo`: the whole cycle on the embedded database, as a newcomer should first see it.
+
+A fictional team (harbor: maya and leo, three projects with different memberships) gets its
+memories imported once; then, on every run, an agent asks the MCP tool `benchmark_memory` over
+stdio as maya, the verdicts land, and the tile is printed and rendered. Run it again and a new run
+joins the trend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import psycopg
+
+from zm_roi import dashboard, localdb, tokens
+from zm_roi.errors import UserError
+from zm_roi.importer import MemoryLine, Target, insert_memories
+from zm_roi.queries import query
+from zm_roi.recall import print_recall
+from zm_roi.settings import Settings
+from zm_roi.transport import LocalTransport
+
+CORPUS = Path(__file__).parent / "data" / "demo_corpus.jsonl"
+TEAM = "harbor"
+DEMO_USER = "maya@harbor.example"
+SAMPLE_QUESTION = "Which Stripe API version do we pin in checkout-api, and why?"
+STEPS = 6
+
+
+def step(number: int, text: str) -> None:
+    print(f"[{number}/{STEPS}] {text}", flush=True)
+
+
+def load_demo_team(db_url: str) -> int:
+    """Import the demo corpus once (one transaction); returns how many memories were imported."""
+    with psycopg.connect(db_url) as conn, conn.transaction():
+        if conn.execute(query("user_id_by_email"), {"email": DEMO_USER}).fetchone():
+            return 0
+        groups: dict[tuple, list[MemoryLine]] = defaultdict(list)
+        for line in CORPUS.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            groups[(row["author"], row["project"], row["team"])].append(MemoryLine.model_validate(row))
+        imported = sum(
+            insert_memories(conn, memories, Target(author, project=project, team=team))
+            for (author, project, team), memories in groups.items()
+        )
+        team_id = conn.execute(query("ensure_team"), {"name": TEAM}).fetchone()[0]
+        for project in {project for _, project, _ in groups if project}:
+            conn.execute(query("ensure_project"), {"name": project, "team_id": team_id})
+    return imported
+
+
+async def _ask_agent_tool(token: str) -> dict:
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "zm_roi.cli", "mcp"],
+        env={**os.environ, "ZM_ACCESS_TOKEN": token},
+    )
+    async with Client(stdio_client(params), cache=None) as client:
+        result = await client.call_tool("benchmark_memory", {})
+    if result.is_error:
+        raise UserError(f"the MCP tool failed: {result.content[0].text}")
+    return result.structured_content
+
+
+def ask_agent_tool(token: str) -> dict:
+    """What an agent does: call the MCP tool `benchmark_memory` on `zm-roi mcp` over stdio."""
+    return asyncio.run(_ask_agent_tool(token))
+
+
+def drain_worker() -> None:
+    """LLM mode only: let the worker write questions and verdicts for what is queued."""
+    subprocess.run([sys.executable, "-m", "zm_roi.cli", "worker", "--once"], check=True)
+
+
+def benchmark_until_started(token: str, llm: bool, attempts: int = 5) -> dict:
+    for _ in range(attempts):
+        result = ask_agent_tool(token)
+        print(f"      agent ← {result['message']}", flush=True)
+        if result["status"] != "generating" or not llm:
+            return result
+        drain_worker()
+    raise UserError("the probe pool is still being generated; is the worker failing? see `zm-roi worker --once`")
+
+
+def wait_for_verdicts(transport: LocalTransport, llm: bool, timeout: float = 120.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        tile = transport.tile()
+        if tile["state"] != "judging":
+            return tile
+        if time.monotonic() > deadline:
+            raise UserError("verdicts are still landing; check the worker with `zm-roi worker --once`")
+        if llm:
+            drain_worker()
+        time.sleep(0.5)
+
+
+def describe_tile(tile: dict) -> list[str]:
+    if tile.get("exclusive_rate") is None:
+        return [f"  state: {tile['state']}", f"  {tile['hint']}"]
+    rate = round(float(tile["exclusive_rate"]) * 100)
+    low, high = (round(float(tile[key]) * 100) for key in ("exclusive_rate_low", "exclusive_rate_high"))
+    trend = ", ".join(f"{round(float(r) * 100)}%" for r in tile["trend"])
+    return [
+        "  Only memory knows",
+        f"  exclusive rate: {rate}%  (95% interval {low}–{high}%)",
+        f"  {tile['hint']}",
+        f"  trend of completed runs: {trend}",
+    ]
+
+
+def run_demo(config: Settings, db_up) -> Path:
+    """The six steps; returns the dashboard page it wrote."""
+    started = time.monotonic()
+    step(1, "starting the embedded database (PostgreSQL 15 + pg_cron, migrations via the Supabase CLI)")
+    cluster: localdb.Cluster = db_up(config, quiet=True)
+    db_url = cluster.url()
+    with psycopg.connect(db_url) as conn:
+        llm = conn.execute(query("get_extractor")).fetchone()[0] == "llm"
+
+    step(2, f"loading the demo team '{TEAM}' (maya and leo, three projects with different members)")
+    imported = load_demo_team(db_url)
+    print(f"      {'imported ' + str(imported) + ' memories' if imported else 'already loaded: keeping the data'}")
+
+    step(3, f"recall as {DEMO_USER} sees it, pinned to checkout-api")
+    print_recall(db_url, SAMPLE_QUESTION, DEMO_USER, "checkout-api", 3)
+
+    step(4, f"an agent calls the MCP tool benchmark_memory as {DEMO_USER}")
+    with psycopg.connect(db_url) as conn:
+        user_id = conn.execute(query("user_id_by_email"), {"email": DEMO_USER}).fetchone()[0]
+    token = tokens.mint(cluster.jwt_secret(), user_id, DEMO_USER, ttl=900)
+    benchmark_until_started(token, llm)
+
+    step(5, "waiting for the verdicts")
+    transport = LocalTransport(db_url, cluster.jwt_secret(), token)
+    tile = wait_for_verdicts(transport, llm)
+    print("\n".join(describe_tile(tile)))
+    if not llm:
+        print("  (deterministic mode: a strict retrieval check that never credits a bare agent, so the rate is an")
+        print("   upper bound; set ZM_EXTRACTOR=llm and a model for judged verdicts)")
+
+    step(6, "rendering the dashboard")
+    page = cluster.home.parent / "dashboard.html"
+    page.write_text(dashboard.render(transport), encoding="utf-8")
+    print(f"      open {page}")
+    print(f"done in {time.monotonic() - started:.0f} s; run `make demo` again to add a run to the trend")
+    return page
