@@ -2,20 +2,25 @@
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
-APT_PACKAGES := postgresql-15 postgresql-15-cron postgresql-15-pgtap postgresql-15-plpgsql-check \
-	libtap-parser-sourcehandler-pgtap-perl chromium
+# Debian 12 packages. The demo needs PostgreSQL and pg_cron; the tests add pgTAP, plpgsql_check (for
+# `supabase db lint`), pg_prove, and the headless Chromium that opens the dashboard.
+APT_RUNTIME := postgresql-15 postgresql-15-cron
+APT_TEST := postgresql-15-pgtap postgresql-15-plpgsql-check libtap-parser-sourcehandler-pgtap-perl chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install system-packages demo test lint bench clean
+.PHONY: install install-test apt demo test lint bench clean
 
-install: system-packages $(VENV)/.installed node_modules/.installed
+install: $(VENV)/.installed node_modules/.installed
+	@$(MAKE) --no-print-directory apt PACKAGES="$(APT_RUNTIME)"
 
-# Debian 12 packages for the embedded PostgreSQL, pg_cron, pgTAP, plpgsql_check and pg_prove, and the
-# headless Chromium the dashboard tests open the page with.
-system-packages:
-	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+install-test: install
+	@$(MAKE) --no-print-directory apt PACKAGES="$(APT_TEST)"
+
+# Installs whichever of $(PACKAGES) are missing; `apt-get update` runs once, only when needed.
+apt:
+	@missing=$$(for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
-		echo "installing Debian packages: $$missing"; \
+		echo "installing Debian packages:" $$missing; \
 		$(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
 	fi
@@ -34,7 +39,7 @@ node_modules/.installed: package.json package-lock.json
 demo: install
 	@$(VENV)/bin/zm-roi demo
 
-test: install
+test: install-test
 	@$(PY) -m pytest
 
 lint: install
