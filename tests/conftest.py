@@ -10,7 +10,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.support import set_settings
+from tests.support import extractor
 from zm_roi import localdb
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,14 +56,12 @@ def email() -> str:
 @pytest.fixture
 def llm_mode(db_url):
     """roi.settings.extractor = 'llm' for one test, restored afterwards."""
-    previous = set_settings(db_url, extractor="llm")
-    yield
-    set_settings(db_url, **previous)
+    with extractor(db_url, "llm"):
+        yield
 
 
 @pytest.fixture
 def deterministic_mode(db_url):
     """roi.settings.extractor = 'deterministic' for one test, restored afterwards."""
-    previous = set_settings(db_url, extractor="deterministic")
-    yield
-    set_settings(db_url, **previous)
+    with extractor(db_url, "deterministic"):
+        yield

@@ -1,13 +1,84 @@
-"""Small helpers the pytest suites share: a user with knowledge, and SQL run as that user."""
+"""Helpers the pytest suites share: users with knowledge (removed again with everything the benchmark
+recorded for them), tokens, SQL run as a user the way PostgREST runs it, and extractor modes."""
 
 from __future__ import annotations
 
 import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import psycopg
 from psycopg.rows import dict_row
 
+from zm_roi import tokens
 from zm_roi.identity import act_as, claims_for
+from zm_roi.importer import MemoryLine, Target, insert_memories
+from zm_roi.queries import query
+
+KINDS = ("decision", "gotcha", "convention")
+
+
+@dataclass
+class User:
+    id: uuid.UUID
+    email: str
+    token: str
+
+
+def knowledge(count: int, prefix: str = "") -> list[MemoryLine]:
+    """`count` distinct knowledge memories, each easy for recall to find by its own title."""
+    return [
+        MemoryLine(
+            title=f"{prefix}Topic {n} {uuid.uuid4().hex[:8]}",
+            body=f"We settled item {n} of {prefix or 'the'} list after a long review; keep it as agreed.",
+            kind=KINDS[n % len(KINDS)],
+        )
+        for n in range(count)
+    ]
+
+
+def add_memories(db_url: str, email: str, memories: list[MemoryLine]) -> None:
+    with psycopg.connect(db_url) as conn, conn.transaction():
+        insert_memories(conn, memories, Target(email))
+
+
+@contextmanager
+def benchmark_user(cluster, email: str, memories: list[MemoryLine] | None = None, ttl: int = 3600):
+    """A user with personal memories and a valid token; removed afterwards with all their results."""
+    db_url = cluster.url()
+    with psycopg.connect(db_url) as conn, conn.transaction():
+        if memories:
+            insert_memories(conn, memories, Target(email))
+        user_id = conn.execute(query("ensure_user"), {"email": email}).fetchone()[0]
+    try:
+        yield User(user_id, email, tokens.mint(cluster.jwt_secret(), user_id, email, ttl))
+    finally:
+        with psycopg.connect(db_url) as conn:
+            conn.execute("delete from auth.users where id = %s", (user_id,))
+
+
+@contextmanager
+def extractor(db_url: str, mode: str):
+    """Switch roi.settings.extractor for one test and put back what was there (the cluster is shared)."""
+    with psycopg.connect(db_url) as conn:
+        before = conn.execute(query("get_extractor")).fetchone()[0]
+        conn.execute(query("set_extractor"), {"extractor": mode})
+    try:
+        yield
+    finally:
+        with psycopg.connect(db_url) as conn:
+            conn.execute(query("set_extractor"), {"extractor": before})
+
+
+def activate_pending_probes(db_url: str, user_id: uuid.UUID) -> int:
+    """Do the worker's job by hand (LLM mode, no worker in tests): give pending probes a question."""
+    with psycopg.connect(db_url) as conn:
+        return conn.execute(
+            """update roi.probes set question = 'What do we know about ' || source_title || '?',
+                      state = 'active', activated_at = now()
+               where owner_id = %s and state = 'pending'""",
+            (user_id,),
+        ).rowcount
 
 
 def user_with_knowledge(db_url: str, email: str, count: int = 5, kind: str = "decision") -> uuid.UUID:
@@ -32,22 +103,3 @@ def as_user(db_url: str, user_id: uuid.UUID, sql: str, params: tuple = ()) -> li
 
 def benchmark(db_url: str, user_id: uuid.UUID) -> dict:
     return as_user(db_url, user_id, "select public.benchmark_memory() as r")[0]["r"]
-
-
-def set_settings(db_url: str, **values) -> dict:
-    """Change roi.settings and return the previous values, for restoring afterwards."""
-    with psycopg.connect(db_url, row_factory=dict_row) as conn:
-        before = conn.execute("select * from roi.settings").fetchone()
-        for column, value in values.items():
-            conn.execute(f"update roi.settings set {column} = %s", (value,))  # noqa: S608 - column names are ours
-        return {column: before[column] for column in values}
-
-
-def activate_pending_probes(db_url: str, user_id: uuid.UUID) -> int:
-    """Play the worker's part in LLM mode: give every pending probe a question."""
-    with psycopg.connect(db_url) as conn:
-        return conn.execute(
-            """update roi.probes set question = 'What about ' || source_title || '?', state = 'active',
-                      activated_at = now() where owner_id = %s and state = 'pending'""",
-            (user_id,),
-        ).rowcount

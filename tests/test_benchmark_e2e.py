@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import psycopg
 
-from tests.roi_helpers import benchmark_user, knowledge
+from tests.support import benchmark_user, knowledge
 from zm_roi.transport import LocalTransport
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from tests.browser import Dom, open_page
 from tests.conftest import ROOT
-from tests.roi_helpers import activate_pending_probes, add_memories, benchmark_user, extractor, knowledge
+from tests.support import activate_pending_probes, add_memories, benchmark_user, extractor, knowledge
 from zm_roi import dashboard, tokens
 from zm_roi.importer import MemoryLine
 from zm_roi.transport import LocalTransport

@@ -15,7 +15,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from tests.conftest import ROOT
-from tests.roi_helpers import activate_pending_probes, benchmark_user, extractor, knowledge
+from tests.support import activate_pending_probes, benchmark_user, extractor, knowledge
 from zm_roi import tokens
 from zm_roi.mcp_server import TILE_URI
 

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from tests.conftest import ROOT
-from tests.roi_helpers import benchmark_user, extractor, knowledge
+from tests.support import benchmark_user, extractor, knowledge
 from zm_roi import localdb, settings, tokens, transport
 from zm_roi.errors import AuthError, UserError
 from zm_roi.transport import LocalTransport, SupabaseTransport
