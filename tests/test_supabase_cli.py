@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import subprocess
+from contextlib import contextmanager
 
 import psycopg
+from psycopg import sql
 
 from tests.conftest import ROOT
 from zm_roi import localdb
@@ -44,31 +46,33 @@ def test_db_advisors_find_nothing_at_warn_or_above(cluster):
     assert findings == [], json.dumps(findings, indent=2)
 
 
-def test_db_advisors_catch_a_public_table_without_rls(cluster):
-    """The advisor check above can fail: on a scratch database an unprotected table is flagged."""
+@contextmanager
+def scratch_database(cluster, name: str):
+    """A database beside the test one, with only the compat layer applied; dropped afterwards."""
     with psycopg.connect(cluster.url(), autocommit=True) as conn:
-        conn.execute("drop database if exists advisor_probe")
-        conn.execute("create database advisor_probe")
-    probe_url = cluster.url(dbname="advisor_probe")
+        conn.execute(sql.SQL("drop database if exists {}").format(sql.Identifier(name)))
+        conn.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
+    url = cluster.url(dbname=name)
     try:
-        localdb.apply_sql_file(probe_url, ROOT / "sql" / "supabase_compat.sql")
-        with psycopg.connect(probe_url, autocommit=True) as conn:
-            conn.execute("create table public.unprotected (id int)")
-        names = {finding["name"] for finding in advisor_findings(probe_url)}
-        assert "rls_disabled_in_public" in names
+        localdb.apply_sql_file(url, ROOT / "sql" / "supabase_compat.sql")
+        yield url
     finally:
         with psycopg.connect(cluster.url(), autocommit=True) as conn:
-            conn.execute("drop database advisor_probe with (force)")
+            conn.execute(sql.SQL("drop database {} with (force)").format(sql.Identifier(name)))
+
+
+def test_db_advisors_catch_a_public_table_without_rls(cluster):
+    """The advisor check above can fail: on a scratch database an unprotected table is flagged."""
+    with scratch_database(cluster, "advisor_probe") as url:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("create table public.unprotected (id int)")
+        names = {finding["name"] for finding in advisor_findings(url)}
+        assert "rls_disabled_in_public" in names
 
 
 def test_migrations_apply_where_pg_cron_cannot_be_created(cluster):
     """pg_cron only lives in `cron.database_name`; elsewhere the upkeep migration skips the schedule."""
-    with psycopg.connect(cluster.url(), autocommit=True) as conn:
-        conn.execute("drop database if exists without_cron")
-        conn.execute("create database without_cron")
-    url = cluster.url(dbname="without_cron")
-    try:
-        localdb.apply_sql_file(url, ROOT / "sql" / "supabase_compat.sql")
+    with scratch_database(cluster, "without_cron") as url:
         notices = []
         with psycopg.connect(url) as conn:
             conn.add_notice_handler(lambda diag: notices.append(diag.message_primary))
@@ -79,6 +83,3 @@ def test_migrations_apply_where_pg_cron_cannot_be_created(cluster):
             assert conn.execute("select count(*) from pg_extension where extname = 'pg_cron'").fetchone()[0] == 0
             assert conn.execute("select to_regprocedure('roi.upkeep()') is not null").fetchone()[0]
             assert conn.execute("select roi.upkeep() ->> 'failures'").fetchone()[0] == "0"
-    finally:
-        with psycopg.connect(cluster.url(), autocommit=True) as conn:
-            conn.execute("drop database without_cron with (force)")
