@@ -65,3 +65,32 @@ def deterministic_mode(db_url):
     """roi.settings.extractor = 'deterministic' for one test, restored afterwards."""
     with extractor(db_url, "deterministic"):
         yield
+
+
+class ReliabilityLog:
+    """What the reliability scenarios tried and lost, summarised in test-artifacts/reliability.md."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, str, int, int]] = []
+
+    def record(self, area: str, scenario: str, tried: int, lost: int) -> None:
+        self.rows.append((area, scenario, tried, lost))
+
+    def write(self, path: Path) -> None:
+        lines = ["# Reliability report", "", "| area | scenario | tried | lost or duplicated |", "|---|---|---|---|"]
+        lines += [f"| {area} | {scenario} | {tried} | {lost} |" for area, scenario, tried, lost in sorted(self.rows)]
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("\n".join(lines) + "\n")
+
+
+_reliability = ReliabilityLog()
+
+
+@pytest.fixture(scope="session")
+def reliability() -> ReliabilityLog:
+    return _reliability
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _reliability.rows:
+        _reliability.write(ROOT / "test-artifacts" / "reliability.md")

@@ -463,6 +463,30 @@ begin
 end
 $$;
 
+-- The advisory lock key that serialises everything done to one owner's pool and runs.
+create function roi.owner_lock_key(owner uuid) returns bigint
+  language sql immutable security invoker set search_path = ''
+as $$
+  select hashtextextended('roi.benchmark:' || owner::text, 0)
+$$;
+
+-- Wait up to 30 seconds for the owner's lock: a concurrent call finishes well within that, and a
+-- caller should hear `in_progress` rather than hang behind something stuck.
+create function roi.wait_for_owner_lock(lock_key bigint) returns boolean
+  language plpgsql volatile security invoker set search_path = ''
+as $$
+declare
+  previous text := current_setting('lock_timeout');
+begin
+  perform set_config('lock_timeout', '30s', true);
+  perform pg_advisory_xact_lock(lock_key);
+  perform set_config('lock_timeout', previous, true);
+  return true;
+exception when lock_not_available then
+  return false;
+end
+$$;
+
 -- The caller's open run (no closure yet), if any.
 create function roi.open_run() returns roi.runs
   language sql stable security invoker set search_path = ''
@@ -504,14 +528,17 @@ begin
     raise exception 'benchmark_memory() needs a signed-in user: call it with the user''s access token'
       using errcode = '28000';
   end if;
-  lock_key := hashtextextended('roi.benchmark:' || caller::text, 0);
+  lock_key := roi.owner_lock_key(caller);
   perform roi.open_gate();
 
-  -- A concurrent call for the same owner: wait for it, then report the run it started.
+  -- A concurrent call for the same owner: wait for it (briefly), then report the run it started.
   if not pg_try_advisory_xact_lock(lock_key) then
     select r.id into newest_before from roi.runs r
     where r.owner_id = caller order by r.started_at desc limit 1;
-    perform pg_advisory_xact_lock(lock_key);
+    if not roi.wait_for_owner_lock(lock_key) then
+      perform roi.close_gate();
+      return jsonb_build_object('status', 'in_progress', 'run_id', newest_before);
+    end if;
     select r.* into running from roi.runs r
     where r.owner_id = caller order by r.started_at desc limit 1;
     if running.id is distinct from newest_before then
@@ -709,7 +736,8 @@ grant usage on sequence roi.memory_epoch to authenticated;
 grant execute on function roi.inside_benchmark(), roi.open_gate(), roi.close_gate(),
   roi.template_question(text, text, text), roi.pool_counts(), roi.retire_unreachable_probes(),
   roi.top_up_pool(), roi.rotate_pool(uuid), roi.close_run_if_done(uuid),
-  roi.close_overdue_run(uuid), roi.start_run(text), roi.open_run(),
+  roi.close_overdue_run(uuid), roi.start_run(text), roi.open_run(), roi.owner_lock_key(uuid),
+  roi.wait_for_owner_lock(bigint),
   roi.wilson_bound(bigint, bigint, boolean), roi.bump_memory_epoch()
   to authenticated;
 

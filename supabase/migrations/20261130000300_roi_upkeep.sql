@@ -58,6 +58,7 @@ declare
   finished integer := 0;
   owners integer := 0;
   failures integer := 0;
+  busy integer := 0;
   retired integer := 0;
   rotated integer := 0;
   added integer := 0;
@@ -81,11 +82,18 @@ begin
     finished := finished + roi.close_run_if_done(target.run_id)::integer;
   end loop;
 
+  begin
   for target in
     select pr.owner_id from roi.pending_runs pr where pr.closed
     union
     select p.owner_id from roi.probes p where epoch_moved
   loop
+    -- The owner's own lock, held only while we work on them: a benchmark call in flight is never
+    -- raced (we skip the owner this cycle), and a call arriving now waits a moment, not a cycle.
+    if not pg_try_advisory_lock(roi.owner_lock_key(target.owner_id)) then
+      busy := busy + 1;
+      continue;
+    end if;
     begin
       outcome := roi.upkeep_owner(target.owner_id);
       owners := owners + 1;
@@ -96,12 +104,20 @@ begin
       failures := failures + 1;
       raise warning 'roi.upkeep: owner % skipped: %', target.owner_id, sqlerrm;
     end;
+    perform pg_advisory_unlock(roi.owner_lock_key(target.owner_id));
   end loop;
+  exception when others or query_canceled then
+    -- Session-level locks outlive an aborted transaction: never leave an owner locked out.
+    perform pg_advisory_unlock_all();
+    raise;
+  end;
 
-  update roi.upkeep_state set checked_epoch = epoch, last_run_at = now();
+  -- Owners skipped as busy or failed are visited again next cycle: the epoch stays unchecked.
+  update roi.upkeep_state
+  set checked_epoch = case when busy + failures = 0 then epoch else checked_epoch end, last_run_at = now();
   return jsonb_build_object('overdue_closed', overdue, 'finished_closed', finished, 'owners', owners,
                             'retired', retired, 'rotated', rotated, 'added', added,
-                            'failures', failures);
+                            'busy', busy, 'failures', failures);
 end
 $$;
 
