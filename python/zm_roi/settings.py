@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from zm_roi.errors import UserError
@@ -24,6 +24,24 @@ class Settings:
     access_token: str | None
     generation_model: str
     judge_model: str
+    worker_db_url: str | None = None
+    worker_poll_seconds: float = 5.0
+    model_timeout_seconds: float = 120.0
+    # Encrypts owners' own provider keys at rest; never printed.
+    key_encryption_key: str | None = field(default=None, repr=False)
+
+
+def _positive_number(env: dict[str, str], name: str, default: float) -> float:
+    text = env.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if value <= 0:
+        raise UserError(f"{name} must be a positive number of seconds, not {text!r}")
+    return value
 
 
 def load(environ: dict[str, str] | None = None) -> Settings:
@@ -45,4 +63,8 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         access_token=env.get("ZM_ACCESS_TOKEN") or None,
         generation_model=env.get("ZM_GENERATION_MODEL", "gpt-4o-mini"),
         judge_model=env.get("ZM_JUDGE_MODEL", "gpt-4o-mini"),
+        worker_db_url=env.get("ZM_WORKER_DB_URL") or None,
+        worker_poll_seconds=_positive_number(env, "ZM_WORKER_POLL_SECONDS", 5.0),
+        model_timeout_seconds=_positive_number(env, "ZM_MODEL_TIMEOUT_SECONDS", 120.0),
+        key_encryption_key=env.get("ZM_KEY_ENCRYPTION_KEY") or None,
     )
