@@ -422,6 +422,12 @@ create policy "The worker meters the calls it makes for queued rows" on public.u
 -- ============================================================================================
 -- Grants
 -- ============================================================================================
+-- Per-schema default privileges cannot take back the global default (EXECUTE for PUBLIC), so every
+-- roi function so far was executable by any role with usage on the schema. Now that roi_worker has
+-- that usage, take it back outright: the explicit grants here and in the earlier migrations say who
+-- may call what. (A function added to roi later needs its own revoke from public.)
+revoke execute on all functions in schema roi from public;
+
 grant usage on schema public, roi to roi_worker;
 grant usage on schema extensions to roi_worker;
 
