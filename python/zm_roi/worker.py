@@ -62,6 +62,7 @@ class Worker:
         self.config = config
         self.complete = complete or llm.litellm.completion
         self.stopping = threading.Event()
+        self.listening = threading.Event()  # set once LISTEN is in place, for whoever starts a thread
         self.handled = 0
 
     def stop(self) -> None:
@@ -72,6 +73,7 @@ class Worker:
         """Work until stopped; with `once`, until nothing is claimable right now. Returns rows handled."""
         with psycopg.connect(self.db_url, autocommit=True, row_factory=dict_row) as conn:
             conn.execute(query("worker_listen"))
+            self.listening.set()
             while not self.stopping.is_set():
                 if self.step(conn):
                     continue
