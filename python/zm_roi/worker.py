@@ -33,7 +33,7 @@ class WorkerConfig:
     judge_model: str
     key_encryption_key: str | None = field(default=None, repr=False)
     poll_seconds: float = 5.0
-    timeout_seconds: float = 120.0
+    timeout_seconds: float = 90.0
 
 
 @dataclass(frozen=True)
