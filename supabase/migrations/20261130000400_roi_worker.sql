@@ -16,7 +16,7 @@
 -- the database. The same column works unchanged on Supabase (pgcrypto sits in `extensions`).
 -- Supabase Vault would keep the secret inside the database instead; reading vault.decrypted_secrets
 -- as SECURITY INVOKER would need `grant select on vault.decrypted_secrets to roi_worker`, which opens
--- every secret of the project to the worker, and SECURITY DEFINER is not an option here. So Vault is
+-- every secret of the project to the worker, and definer-rights functions are ruled out. So Vault is
 -- deliberately not wired in: an operator who prefers it stores the key with vault.create_secret(),
 -- makes that grant knowingly, and swaps the body of roi.owner_provider_key() for a Vault read.
 
@@ -156,6 +156,39 @@ begin
 end
 $$;
 
+-- How a judgment leaves the queue (its row locked by the caller), judged or skipped: its one verdict
+-- (a second is a no-op), the note kept out of owners' sight, the row gone, the run closed if complete.
+create function roi.settle_judgment(job_id bigint, judged_with_memory boolean, judged_without_memory boolean,
+  judged_confidence real, settled_note text) returns boolean
+  language plpgsql volatile security invoker set search_path = ''
+as $$
+declare
+  job record;
+  recorded integer;
+begin
+  select j.run_id, j.probe_id, j.owner_id, p.memory_id into job
+  from roi.judgments j join roi.probes p on p.id = j.probe_id
+  where j.id = job_id;
+  if not found then
+    return false;
+  end if;
+  insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, with_memory, without_memory, confidence,
+                            skipped, skip_reason, judged_by)
+  values (job.run_id, job.probe_id, job.owner_id, job.memory_id, judged_with_memory, judged_without_memory,
+          judged_confidence, judged_with_memory is null,
+          case when judged_with_memory is null then 'judge_failed' end, 'llm')
+  on conflict (run_id, probe_id) do nothing;
+  get diagnostics recorded = row_count;
+  if recorded > 0 and nullif(btrim(coalesce(settled_note, '')), '') is not null then
+    insert into roi.verdict_notes (run_id, probe_id, owner_id, note)
+    values (job.run_id, job.probe_id, job.owner_id, left(settled_note, 2000));
+  end if;
+  delete from roi.judgments j where j.id = job_id;
+  perform roi.close_run_if_done(job.run_id);
+  return recorded > 0;
+end
+$$;
+
 -- A failed judging attempt goes back to the queue after a growing backoff; after max_attempts the
 -- probe is recorded as skipped ('judge_failed', the last error kept in the gated notes), so a
 -- judgment failure never fails a run: it completes and counts what was judged. Fenced by `attempt`.
@@ -165,12 +198,10 @@ create function roi.release_judgment(target_run uuid, target_probe uuid, attempt
 as $$
 declare
   job record;
-  recorded integer;
 begin
-  select j.id, j.owner_id, j.attempts, p.memory_id into job
-  from roi.judgments j join roi.probes p on p.id = j.probe_id
+  select j.id, j.attempts into job from roi.judgments j
   where j.run_id = target_run and j.probe_id = target_probe and j.lease_until is not null
-  for update of j;
+  for update;
   if not found or job.attempts <> attempt then
     return 'stale';
   end if;
@@ -182,16 +213,7 @@ begin
     where j.id = job.id;
     return 'retry';
   end if;
-  insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, skipped, skip_reason, judged_by)
-  values (target_run, target_probe, job.owner_id, job.memory_id, true, 'judge_failed', 'llm')
-  on conflict (run_id, probe_id) do nothing;
-  get diagnostics recorded = row_count;
-  if recorded > 0 then
-    insert into roi.verdict_notes (run_id, probe_id, owner_id, note)
-    values (target_run, target_probe, job.owner_id, left(coalesce(nullif(failure, ''), 'judge failed'), 2000));
-  end if;
-  delete from roi.judgments j where j.id = job.id;
-  perform roi.close_run_if_done(target_run);
+  perform roi.settle_judgment(job.id, null, null, null, coalesce(nullif(failure, ''), 'judge failed'));
   return 'skipped';
 end
 $$;
@@ -240,37 +262,25 @@ begin
 end
 $$;
 
--- The judge's verdict on a queued judgment: one verdict per probe of a run, the reason in the gated
--- notes, the queue row gone, and the run closed if this was its last probe. False when the judgment
--- is no longer queued (another worker recorded it, or the run timed out): never a second verdict.
+-- The judge's verdict on a queued judgment, with its reason for the gated notes. False when the
+-- judgment is no longer queued (another worker recorded it, or the run timed out): never a second verdict.
 create function roi.record_verdict(target_run uuid, target_probe uuid, judged_with_memory boolean,
   judged_without_memory boolean, judged_confidence real, judged_reason text) returns boolean
   language plpgsql volatile security invoker set search_path = ''
 as $$
 declare
-  job record;
-  recorded integer;
+  job_id bigint;
 begin
-  select j.id, j.owner_id, p.memory_id into job
-  from roi.judgments j join roi.probes p on p.id = j.probe_id
+  if judged_with_memory is null or judged_without_memory is null then
+    raise exception 'roi.record_verdict: a verdict says yes or no to both questions' using errcode = '22023';
+  end if;
+  select j.id into job_id from roi.judgments j
   where j.run_id = target_run and j.probe_id = target_probe
-  for update of j;
+  for update;
   if not found then
     return false;
   end if;
-  insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, with_memory, without_memory,
-                            confidence, judged_by)
-  values (target_run, target_probe, job.owner_id, job.memory_id, judged_with_memory,
-          judged_without_memory, judged_confidence, 'llm')
-  on conflict (run_id, probe_id) do nothing;
-  get diagnostics recorded = row_count;
-  if recorded > 0 and nullif(btrim(coalesce(judged_reason, '')), '') is not null then
-    insert into roi.verdict_notes (run_id, probe_id, owner_id, note)
-    values (target_run, target_probe, job.owner_id, left(judged_reason, 2000));
-  end if;
-  delete from roi.judgments j where j.id = job.id;
-  perform roi.close_run_if_done(target_run);
-  return recorded > 0;
+  return roi.settle_judgment(job_id, judged_with_memory, judged_without_memory, judged_confidence, judged_reason);
 end
 $$;
 
@@ -443,14 +453,14 @@ grant insert on public.usage_events to roi_worker;
 revoke execute on function roi.claim_generation(), roi.record_question(uuid, text),
   roi.release_generation(uuid, integer, text), roi.claim_judgment(),
   roi.record_verdict(uuid, uuid, boolean, boolean, real, text),
-  roi.release_judgment(uuid, uuid, integer, text),
+  roi.release_judgment(uuid, uuid, integer, text), roi.settle_judgment(bigint, boolean, boolean, real, text),
   roi.record_usage(uuid, text, text, uuid, uuid, integer, integer, boolean),
   roi.store_provider_key(uuid, text, text, text), roi.owner_provider_key(uuid, text, text)
   from public, anon, authenticated;
 grant execute on function roi.claim_generation(), roi.record_question(uuid, text),
   roi.release_generation(uuid, integer, text), roi.claim_judgment(),
   roi.record_verdict(uuid, uuid, boolean, boolean, real, text),
-  roi.release_judgment(uuid, uuid, integer, text),
+  roi.release_judgment(uuid, uuid, integer, text), roi.settle_judgment(bigint, boolean, boolean, real, text),
   roi.record_usage(uuid, text, text, uuid, uuid, integer, integer, boolean),
   roi.owner_provider_key(uuid, text, text), roi.close_run_if_done(uuid)
   to roi_worker;

@@ -50,8 +50,8 @@ select is_empty(
   $$select p.proname from pg_proc p where p.pronamespace = 'roi'::regnamespace
     and has_function_privilege('roi_worker', p.oid, 'execute') and p.proname not in
     ('claim_generation', 'record_question', 'release_generation', 'claim_judgment', 'record_verdict',
-     'release_judgment', 'record_usage', 'owner_provider_key', 'close_run_if_done')$$,
-  'roi_worker executes its own verbs (and close_run_if_done, which they call) and nothing else in roi');
+     'release_judgment', 'settle_judgment', 'record_usage', 'owner_provider_key', 'close_run_if_done')$$,
+  'roi_worker executes its own verbs (and what they call) and nothing else in roi');
 
 -- Who sees what: 1 issue first (the superuser sees every probe), then the worker's view.
 select is((select count(*)::int from roi.probes where owner_id in (tests.user_id('owner@worker.test'),
