@@ -15,6 +15,9 @@ from zm_roi import localdb
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# The worker tests' fixtures (owners, llm_mode, worker_url) live with their helpers.
+pytest_plugins = ["tests.worker_support"]
+
 
 @pytest.fixture(scope="session")
 def cluster():

@@ -90,6 +90,37 @@ def cmd_recall(args: argparse.Namespace, config: settings.Settings) -> None:
     print_recall(database_url(config), args.question, args.user, args.project, args.limit)
 
 
+def worker_database_url(config: settings.Settings) -> str:
+    """ZM_WORKER_DB_URL when set, otherwise the embedded cluster as the least-privilege worker role."""
+    return config.worker_db_url or embedded_cluster(config).url(user="roi_worker", password=localdb.WORKER_PASSWORD)
+
+
+def cmd_worker(args: argparse.Namespace, config: settings.Settings) -> None:
+    import logging
+
+    from zm_roi.worker import WorkerConfig, run_worker
+
+    # One line per row from us; litellm's own chatter only when it warns.
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s zm-roi worker: %(message)s", stream=sys.stderr)
+    logging.getLogger("zm_roi").setLevel(logging.INFO)
+    worker_config = WorkerConfig(
+        generation_model=config.generation_model,
+        judge_model=config.judge_model,
+        key_encryption_key=config.key_encryption_key,
+        poll_seconds=config.worker_poll_seconds,
+        timeout_seconds=config.model_timeout_seconds,
+    )
+    run_worker(worker_database_url(config), worker_config, once=args.once)
+
+
+def cmd_set_key(args: argparse.Namespace, config: settings.Settings) -> None:
+    from zm_roi.keys import read_key, store_key
+
+    api_key = read_key(f"{args.provider} API key for {args.user}: ")
+    store_key(database_url(config), args.user, args.provider, api_key, config.key_encryption_key)
+    print(f"stored {args.user}'s own {args.provider} key (encrypted); the worker uses it for their calls")
+
+
 def cmd_demo(args: argparse.Namespace, config: settings.Settings) -> None:
     from zm_roi.demo import run_demo
 
@@ -184,6 +215,15 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"serve it on 127.0.0.1 (default port {DASHBOARD_PORT})",
     )
     dash.set_defaults(func=cmd_dashboard)
+
+    worker = sub.add_parser("worker", help="write probe questions and judge recalls with a model (LLM mode)")
+    worker.add_argument("--once", action="store_true", help="drain what is queued now, then exit")
+    worker.set_defaults(func=cmd_worker)
+
+    set_key = sub.add_parser("set-key", help="store a user's own provider key (read from standard input)")
+    set_key.add_argument("--user", required=True, metavar="EMAIL")
+    set_key.add_argument("--provider", default="openai", help="litellm provider name (default: openai)")
+    set_key.set_defaults(func=cmd_set_key)
 
     demo = sub.add_parser("demo", help="the whole cycle end to end on the embedded database")
     demo.set_defaults(func=cmd_demo)

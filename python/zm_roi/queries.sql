@@ -66,3 +66,39 @@ select to_jsonb(t) from public.roi_benchmark_tile t;
 -- name: benchmark_runs
 select coalesce(jsonb_agg(to_jsonb(r) order by r.started_at desc), '[]'::jsonb)
 from public.roi_benchmark_runs r;
+
+-- The worker (connected as roi_worker): the verbs of supabase/migrations/*_roi_worker.sql.
+
+-- name: worker_listen
+listen roi_work;
+
+-- name: claim_judgment
+select run_id, probe_id, owner_id, attempt, question, source_kind, source_title, source_body, surfaced
+from roi.claim_judgment();
+
+-- name: claim_generation
+select probe_id, owner_id, attempt, source_kind, source_title, source_body
+from roi.claim_generation();
+
+-- name: owner_provider_key
+select roi.owner_provider_key(%(owner_id)s, %(provider)s, %(passphrase)s);
+
+-- name: record_usage
+select roi.record_usage(%(owner_id)s, %(purpose)s, %(model)s, %(run_id)s, %(probe_id)s,
+                        %(input_tokens)s, %(output_tokens)s, %(byok)s);
+
+-- name: record_question
+select roi.record_question(%(probe_id)s, %(question)s);
+
+-- name: release_generation
+select roi.release_generation(%(probe_id)s, %(attempt)s, %(failure)s);
+
+-- name: record_verdict
+select roi.record_verdict(%(run_id)s, %(probe_id)s, %(with_memory)s, %(without_memory)s,
+                          %(confidence)s::real, %(reason)s);
+
+-- name: release_judgment
+select roi.release_judgment(%(run_id)s, %(probe_id)s, %(attempt)s, %(failure)s);
+
+-- name: store_provider_key
+select roi.store_provider_key(%(owner_id)s, %(provider)s, %(api_key)s, %(passphrase)s);

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from zm_roi.errors import UserError
@@ -25,6 +25,26 @@ class Settings:
     jwt_secret: str | None
     generation_model: str
     judge_model: str
+    worker_db_url: str | None = None
+    worker_poll_seconds: float = 5.0
+    # Below roi.settings.lease_duration (2 minutes by default), so a slow call ends before its lease
+    # does and no second worker starts the same row meanwhile.
+    model_timeout_seconds: float = 90.0
+    # Encrypts owners' own provider keys at rest; never printed.
+    key_encryption_key: str | None = field(default=None, repr=False)
+
+
+def _positive_number(env: dict[str, str], name: str, default: float) -> float:
+    text = env.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if value <= 0:
+        raise UserError(f"{name} must be a positive number of seconds, not {text!r}")
+    return value
 
 
 def load(environ: dict[str, str] | None = None) -> Settings:
@@ -48,4 +68,8 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         jwt_secret=env.get("ZM_JWT_SECRET") or None,
         generation_model=env.get("ZM_GENERATION_MODEL", "gpt-4o-mini"),
         judge_model=env.get("ZM_JUDGE_MODEL", "gpt-4o-mini"),
+        worker_db_url=env.get("ZM_WORKER_DB_URL") or None,
+        worker_poll_seconds=_positive_number(env, "ZM_WORKER_POLL_SECONDS", 5.0),
+        model_timeout_seconds=_positive_number(env, "ZM_MODEL_TIMEOUT_SECONDS", 90.0),
+        key_encryption_key=env.get("ZM_KEY_ENCRYPTION_KEY") or None,
     )

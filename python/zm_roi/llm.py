@@ -1,0 +1,89 @@
+"""The one door to litellm: kept off the network except for the model calls themselves, provider keys
+checked once at start, and every reply reduced to its text and the usage the provider reported."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+# Before litellm is imported: otherwise it downloads a model price list from the internet on import.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# litellm's own TypedDicts make pydantic warn on first use; the worker's stderr is for its rows.
+warnings.filterwarnings("ignore", message=r"Items? .* the `ReadOnly` qualifier", category=UserWarning)
+
+import litellm  # noqa: E402
+
+from zm_roi.errors import UserError  # noqa: E402
+
+# No "Give Feedback / Get Help" banner on stdout for every provider error: the worker logs one line.
+litellm.suppress_debug_info = True
+
+# litellm.completion's signature. Tests pass a wrapper that adds `mock_response` to each call.
+Complete = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What a model call returned: its text and the tokens the provider reported for it."""
+
+    text: str
+    input_tokens: int
+    output_tokens: int
+
+
+@cache
+def provider_of(model: str) -> str:
+    """litellm's provider name for a model string (`gpt-4o-mini` → `openai`), as owners store keys."""
+    try:
+        return litellm.get_llm_provider(model=model)[1]
+    except Exception:
+        raise UserError(f"unknown model {model!r}: give a litellm model string such as openai/gpt-4o-mini") from None
+
+
+def check_keys(models: Iterable[str]) -> None:
+    """One clear error at start when a model's provider key is missing from the environment."""
+    problems = []
+    for model in dict.fromkeys(models):
+        provider_of(model)
+        missing = litellm.validate_environment(model=model).get("missing_keys") or []
+        if missing:
+            problems.append(f"{model} needs {' and '.join(missing)}")
+    if problems:
+        raise UserError(
+            "missing provider key: "
+            + "; ".join(problems)
+            + " in the environment (a self-hosted endpoint that takes no key: set it to any value)"
+        )
+
+
+def call(
+    complete: Complete,
+    *,
+    model: str,
+    prompt: str,
+    temperature: float,
+    api_key: str | None,
+    timeout: float,
+) -> Reply:
+    """One chat completion asking for a JSON object. Retries are ours (backoff in SQL), not the SDK's,
+    so every attempt is a call we see and meter."""
+    response = complete(
+        model=model,
+        messages=[{"role": "user", "content": prompt}],
+        temperature=temperature,
+        response_format={"type": "json_object"},
+        api_key=api_key,
+        timeout=timeout,
+        max_retries=0,
+        drop_params=True,
+    )
+    usage = getattr(response, "usage", None)
+    return Reply(
+        text=response.choices[0].message.content or "",
+        input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+        output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+    )

@@ -1,0 +1,119 @@
+-- roi_worker, the LLM worker's role: least privilege (no memories, no users, only its verbs), it sees
+-- only what queued rows carry, and what it writes stays where owners and clients cannot read it.
+begin;
+select plan(29);
+
+select tests.create_user('owner@worker.test');
+select tests.create_user('idle@worker.test');
+insert into public.memories (id, author_id, scope, kind, title, body) values
+  ('00000000-0000-0000-0000-00000000d001', tests.user_id('owner@worker.test'), 'personal', 'decision', 'pending source', 'p'),
+  ('00000000-0000-0000-0000-00000000d002', tests.user_id('owner@worker.test'), 'personal', 'decision', 'judged source', 'j'),
+  ('00000000-0000-0000-0000-00000000d003', tests.user_id('owner@worker.test'), 'personal', 'decision', 'idle source', 'i'),
+  ('00000000-0000-0000-0000-00000000d004', tests.user_id('idle@worker.test'), 'personal', 'decision', 'other source', 'o');
+insert into roi.probes (id, owner_id, memory_id, source_kind, source_scope, source_title, source_body, question,
+                        state, activated_at) values
+  ('00000000-0000-0000-0000-00000000e001', tests.user_id('owner@worker.test'), '00000000-0000-0000-0000-00000000d001',
+   'decision', 'personal', 'pending source', 'p', null, 'pending', null),
+  ('00000000-0000-0000-0000-00000000e002', tests.user_id('owner@worker.test'), '00000000-0000-0000-0000-00000000d002',
+   'decision', 'personal', 'judged source', 'j', 'What was judged?', 'active', now() - interval '1 day'),
+  ('00000000-0000-0000-0000-00000000e003', tests.user_id('owner@worker.test'), '00000000-0000-0000-0000-00000000d003',
+   'decision', 'personal', 'idle source', 'i', 'What sits idle?', 'active', now() - interval '1 day'),
+  ('00000000-0000-0000-0000-00000000e004', tests.user_id('idle@worker.test'), '00000000-0000-0000-0000-00000000d004',
+   'decision', 'personal', 'other source', 'o', 'What is the other one?', 'active', now() - interval '1 day');
+insert into roi.runs (id, owner_id, mode, probe_count) values
+  ('00000000-0000-0000-0000-00000000f001', tests.user_id('owner@worker.test'), 'llm', 2);
+insert into roi.pending_runs (run_id, owner_id, started_at) values
+  ('00000000-0000-0000-0000-00000000f001', tests.user_id('owner@worker.test'), now());
+insert into roi.recalls (run_id, probe_id, owner_id, surfaced_ids, surfaced) values
+  ('00000000-0000-0000-0000-00000000f001', '00000000-0000-0000-0000-00000000e002', tests.user_id('owner@worker.test'), '{}', '[]'),
+  ('00000000-0000-0000-0000-00000000f001', '00000000-0000-0000-0000-00000000e003', tests.user_id('owner@worker.test'), '{}', '[]');
+-- Only e002's judgment is still queued; e003's was judged already.
+insert into roi.judgments (run_id, probe_id, owner_id) values
+  ('00000000-0000-0000-0000-00000000f001', '00000000-0000-0000-0000-00000000e002', tests.user_id('owner@worker.test'));
+insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, with_memory, without_memory, judged_by) values
+  ('00000000-0000-0000-0000-00000000f001', '00000000-0000-0000-0000-00000000e003', tests.user_id('owner@worker.test'),
+   '00000000-0000-0000-0000-00000000d003', true, false, 'llm');
+select roi.store_provider_key(tests.user_id('owner@worker.test'), 'openai', 'sk-owner', 'pass');
+select roi.store_provider_key(tests.user_id('idle@worker.test'), 'openai', 'sk-idle', 'pass');
+insert into public.usage_events (owner_id, purpose, model, input_tokens, output_tokens, byok) values
+  (tests.user_id('owner@worker.test'), 'judgment', 'pgtap-model', 100, 10, false),
+  (tests.user_id('owner@worker.test'), 'judgment', 'pgtap-model', 200, 20, true),
+  (tests.user_id('idle@worker.test'), 'probe_generation', 'pgtap-model', 300, 30, false);
+
+select tests.user_id('owner@worker.test') as owner_id, tests.user_id('idle@worker.test') as idle_id \gset
+
+-- The role itself.
+select has_role('roi_worker', 'the migration creates roi_worker');
+select is((select rolsuper or rolbypassrls or rolcreaterole or rolcreatedb from pg_roles where rolname = 'roi_worker'),
+  false, 'roi_worker has no superuser, bypassrls, createrole or createdb');
+select is_empty(
+  $$select p.proname from pg_proc p where p.pronamespace = 'roi'::regnamespace
+    and has_function_privilege('roi_worker', p.oid, 'execute') and p.proname not in
+    ('claim_generation', 'record_question', 'release_generation', 'claim_judgment', 'record_verdict',
+     'release_judgment', 'settle_judgment', 'record_usage', 'owner_provider_key', 'close_run_if_done')$$,
+  'roi_worker executes its own verbs (and what they call) and nothing else in roi');
+
+-- Who sees what: 1 issue first (the superuser sees every probe), then the worker's view.
+select is((select count(*)::int from roi.probes where owner_id in (tests.user_id('owner@worker.test'),
+  tests.user_id('idle@worker.test'))), 4, 'the superuser sees all four probes');
+set local role roi_worker;
+select results_eq($$select id::text from roi.probes where id::text like '00000000-0000-0000-0000-00000000e%' order by id$$,
+  array['00000000-0000-0000-0000-00000000e001', '00000000-0000-0000-0000-00000000e002'],
+  'the worker sees the pending probe and the probe with a queued judgment, no other question');
+select results_eq($$select probe_id::text from roi.recalls where run_id = '00000000-0000-0000-0000-00000000f001'$$,
+  array['00000000-0000-0000-0000-00000000e002'],
+  'the worker sees only the recall snapshot it has to judge');
+select is((select count(*)::int from roi.provider_keys where owner_id = :'owner_id'), 1,
+  'the worker sees the key of an owner it has work for');
+select is((select count(*)::int from roi.provider_keys where owner_id = :'idle_id'), 0,
+  'the worker does not see the key of an owner it has no work for');
+select throws_ok($$select 1 from public.memories$$, '42501', null, 'the worker cannot read memories');
+select throws_ok($$select * from public.recall('source')$$, '42501', null, 'the worker cannot call recall');
+select throws_ok($$select public.benchmark_memory()$$, '42501', null, 'the worker cannot run a benchmark');
+select throws_ok($$select roi.top_up_pool()$$, '42501', null, 'the worker cannot top up pools');
+select throws_ok($$select 1 from auth.users$$, '42501', null, 'the worker cannot read users');
+select throws_ok($$select 1 from public.usage_events$$, '42501', null, 'the worker writes usage events but reads none');
+select throws_ok($$select * from roi.deployment_token_totals$$, '42501', null, 'the worker cannot read the totals');
+
+-- What it may write, and what not.
+select throws_ok(
+  $$insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, with_memory, without_memory, judged_by)
+    select '00000000-0000-0000-0000-00000000f001', p.id, p.owner_id, p.memory_id, true, true, 'llm'
+    from roi.probes p where p.id = '00000000-0000-0000-0000-00000000e001'$$,
+  '42501', null, 'the worker cannot record a verdict for a probe with no queued judgment');
+select throws_ok($$update roi.verdicts set with_memory = false$$, '42501', null,
+  'the worker cannot change a recorded verdict');
+select throws_ok($$update roi.probes set source_body = 'rewritten'$$, '42501', null,
+  'the worker cannot rewrite a probe''s ground truth');
+select is(roi.record_verdict('00000000-0000-0000-0000-00000000f001', '00000000-0000-0000-0000-00000000e002',
+  true, false, 0.7, 'the first result answers it'), true, 'the worker records the queued verdict');
+select is(roi.record_verdict('00000000-0000-0000-0000-00000000f001', '00000000-0000-0000-0000-00000000e002',
+  false, false, 0.7, 'again'), false, 'a second verdict for the same probe of the run is a no-op');
+select is(roi.record_question('00000000-0000-0000-0000-00000000e001', 'What is pending here, and why?'), true,
+  'the worker writes the pending probe''s question');
+select is_empty($$select 1 from roi.probes where id = '00000000-0000-0000-0000-00000000e002'$$,
+  'once judged, the probe is out of the worker''s sight again');
+
+-- Owners: verdicts yes, the judge's notes and the keys never, not even inside the benchmark's gate.
+reset role;
+select is((select count(*)::int from roi.verdicts where run_id = '00000000-0000-0000-0000-00000000f001'), 2,
+  'the run has exactly two verdicts');
+select tests.authenticate_as('owner@worker.test');
+select roi.open_gate();
+select is((select count(*)::int from roi.verdicts), 2, 'the owner reads their verdicts');
+select throws_ok($$select * from roi.verdict_notes$$, '42501', null, 'the owner cannot read the judge''s notes');
+select throws_ok($$select * from roi.provider_keys$$, '42501', null, 'the owner cannot read stored keys');
+select throws_ok($$select * from roi.claim_judgment()$$, '42501', null, 'the owner cannot claim queued work');
+select throws_ok($$select * from roi.deployment_token_totals$$, '42501', null,
+  'users cannot read the deployment''s token totals');
+select tests.clear_authentication();
+
+-- The operators' totals leave out calls made on an owner's own key.
+select results_eq(
+  $$select calls::int, input_tokens::int, output_tokens::int from roi.deployment_token_totals where model = 'pgtap-model'
+    order by purpose$$,
+  $$values (1, 100, 10), (1, 300, 30)$$,
+  'totals count the deployment''s calls only, not the 200 tokens on the owner''s own key');
+
+select * from finish();
+rollback;

@@ -1,0 +1,238 @@
+"""`zm-roi worker` as a real process, against a local OpenAI-compatible endpoint given by the standard
+environment variables (as a self-hosted model would be): killed with SIGKILL mid-judgment it loses
+nothing and doubles nothing once its lease runs out; SIGTERM lets it finish the row in hand.
+
+The endpoint is a small HTTP server in this test: it reports its own token counts (so the meter is
+seen to record what the provider said) and can hold a judge call open until the test lets it go."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.worker_support import (
+    GENERATION_MODEL,
+    GOOD_VERDICT,
+    JUDGE_MODEL,
+    KNOWLEDGE,
+    ScriptedModel,
+    as_owner,
+    benchmark,
+    default_answer,
+    fetch,
+    question_for,
+    set_settings,
+)
+from zm_roi.worker import Worker, WorkerConfig
+
+CONFIG = WorkerConfig(generation_model=GENERATION_MODEL, judge_model=JUDGE_MODEL)
+REPORTED = {"prompt_tokens": 123, "completion_tokens": 45, "total_tokens": 168}
+
+
+class FakeOpenAI(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.url = f"http://127.0.0.1:{self.server_address[1]}/v1"
+        self.lock = threading.Lock()
+        self.to_hold = 0
+        self.held = threading.Event()
+        self.let_go = threading.Event()
+        self.requests: list[dict] = []
+
+    def hold_next_judgment(self) -> None:
+        with self.lock:
+            self.to_hold += 1
+
+    def take_hold(self) -> bool:
+        with self.lock:
+            if self.to_hold == 0:
+                return False
+            self.to_hold -= 1
+            return True
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: FakeOpenAI
+
+    def do_POST(self):  # noqa: N802 - http.server's naming
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.requests.append({"path": self.path, "model": body["model"], "auth": self.headers["Authorization"]})
+        if "judge" in body["model"]:
+            content = json.dumps(GOOD_VERDICT)
+            if self.server.take_hold():
+                self.server.held.set()
+                self.server.let_go.wait(120)
+        else:
+            content = question_for(body["messages"][0]["content"])
+        reply = {
+            "id": "chatcmpl-local",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": REPORTED,
+        }
+        data = json.dumps(reply).encode()
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the worker that asked was killed
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def fake_openai():
+    server = FakeOpenAI()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.let_go.set()
+    server.shutdown()
+    server.server_close()
+
+
+def worker_env(worker_url: str, base_url_variable: str, base_url: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_BASE", "OPENAI_BASE_URL")}
+    env.update(
+        {
+            "ZM_WORKER_DB_URL": worker_url,
+            "ZM_GENERATION_MODEL": GENERATION_MODEL,
+            "ZM_JUDGE_MODEL": JUDGE_MODEL,
+            "ZM_WORKER_POLL_SECONDS": "1",
+            "OPENAI_API_KEY": "sk-local-endpoint",
+            base_url_variable: base_url,
+            "NO_PROXY": "127.0.0.1,localhost",
+        }
+    )
+    return env
+
+
+def start_worker(env: dict, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "zm_roi.cli", "worker", *args],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def run_with_questions(db_url: str, worker_url: str, owner) -> str:
+    """Questions written (in-process, mocked), then a run started: its judgments are queued."""
+    assert benchmark(db_url, owner)["status"] == "generating"
+    Worker(worker_url, CONFIG, ScriptedModel(default_answer)).run(once=True)
+    started = benchmark(db_url, owner)
+    assert started["status"] == "started"
+    return started["run_id"]
+
+
+def leased_rows(db_url: str, run_id: str) -> list[dict]:
+    return fetch(
+        db_url,
+        """select probe_id, attempts, lease_until > now() as leased from roi.judgments
+           where run_id = %s and lease_until is not null""",
+        (run_id,),
+    )
+
+
+def test_a_worker_killed_mid_judgment_loses_nothing_and_doubles_nothing(
+    db_url, worker_url, llm_mode, owners, fake_openai
+):
+    set_settings(db_url, lease_duration="15 seconds")
+    owner = owners.create(KNOWLEDGE[:2])
+    run_id = run_with_questions(db_url, worker_url, owner)
+    env = worker_env(worker_url, "OPENAI_API_BASE", fake_openai.url)
+
+    fake_openai.hold_next_judgment()
+    victim = start_worker(env)
+    try:
+        assert fake_openai.held.wait(120), "the worker never asked the endpoint"
+        [held] = leased_rows(db_url, run_id)
+        assert held["attempts"] == 1 and held["leased"]
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(10)
+    finally:
+        victim.kill()
+        victim.communicate()
+    assert victim.returncode == -signal.SIGKILL
+
+    # While the dead worker's lease runs, another worker leaves that row alone and judges the other.
+    assert leased_rows(db_url, run_id)[0]["leased"], "the lease must still run for this step to mean anything"
+    assert Worker(worker_url, CONFIG, ScriptedModel(default_answer)).run(once=True) == 1
+    assert [(r["probe_id"], r["attempts"]) for r in leased_rows(db_url, run_id)] == [(held["probe_id"], 1)]
+
+    # Once the lease has run out, a fresh worker process finishes it, through the same endpoint.
+    deadline = time.monotonic() + 30
+    while leased_rows(db_url, run_id)[0]["leased"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    finisher = subprocess.run(
+        [sys.executable, "-m", "zm_roi.cli", "worker", "--once"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert finisher.returncode == 0, finisher.stderr
+    rows = [line for line in finisher.stderr.splitlines() if " judgment run=" in line]
+    assert len(rows) == 1, finisher.stderr
+    assert f"probe={held['probe_id']}" in rows[0] and "attempt=2: verdict recorded" in rows[0]
+
+    verdicts = fetch(
+        db_url, "select probe_id, count(*)::int as n from roi.verdicts where run_id = %s group by 1", (run_id,)
+    )
+    assert len(verdicts) == 2 and {v["n"] for v in verdicts} == {1}, "one verdict per probe, none twice"
+    assert as_owner(db_url, owner, "select status from public.roi_benchmark_runs")[0]["status"] == "complete"
+
+    # The endpoint's own token counts were recorded for the call it answered; the killed call never
+    # came back, so it had nothing to report.
+    [event] = fetch(
+        db_url,
+        "select model, input_tokens, output_tokens from public.usage_events "
+        "where probe_id = %s and purpose = 'judgment'",
+        (held["probe_id"],),
+    )
+    assert event == {"model": JUDGE_MODEL, "input_tokens": 123, "output_tokens": 45}
+    judged = [r for r in fake_openai.requests if r["model"] == "zm-test-judge"]
+    assert len(judged) == 2 and judged[0]["path"].endswith("/chat/completions")
+    assert {r["auth"] for r in judged} == {"Bearer sk-local-endpoint"}
+
+
+def test_sigterm_finishes_the_row_in_hand_then_exits(db_url, worker_url, llm_mode, owners, fake_openai):
+    owner = owners.create(KNOWLEDGE[:1])
+    run_id = run_with_questions(db_url, worker_url, owner)
+    fake_openai.hold_next_judgment()
+    worker = start_worker(worker_env(worker_url, "OPENAI_BASE_URL", fake_openai.url))
+    try:
+        assert fake_openai.held.wait(120), "the worker never asked the endpoint"
+        worker.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        assert worker.poll() is None, "it waits for the model's answer to the row in hand"
+        fake_openai.let_go.set()
+        _, stderr = worker.communicate(timeout=60)
+    finally:
+        worker.kill()
+    assert worker.returncode == 0, stderr
+    assert "stopping after the row in hand" in stderr
+    assert "attempt=1: verdict recorded" in stderr
+    assert leased_rows(db_url, run_id) == []
+    assert as_owner(db_url, owner, "select status from public.roi_benchmark_runs")[0]["status"] == "complete"

@@ -1,0 +1,211 @@
+"""Shared cast and props for the worker tests: owners with knowledge, calls made as them, the worker's
+own connection URL, and a scripted model that answers through litellm's `mock_response`.
+Registered as a pytest plugin by conftest.py, so its fixtures are available to every test."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+from zm_roi import localdb
+from zm_roi.identity import act_as, claims_for
+from zm_roi.importer import MemoryLine, Target, insert_memories
+from zm_roi.llm import litellm
+
+GENERATION_MODEL = "openai/zm-test-generator"
+JUDGE_MODEL = "openai/zm-test-judge"
+
+KNOWLEDGE = [
+    {
+        "kind": "decision",
+        "title": "Pin the payments SDK",
+        "body": "We pin the payments SDK at 4.2 because 4.3 broke idempotent retries on refunds.",
+    },
+    {
+        "kind": "gotcha",
+        "title": "Staging cron runs in UTC",
+        "body": "The staging scheduler ignores TZ and fires in UTC, so the nightly export lands at 01:00 local.",
+    },
+    {
+        "kind": "convention",
+        "title": "Feature-named migrations",
+        "body": "Migration files are named for the feature they add, never for a ticket number.",
+    },
+    {
+        "kind": "decision",
+        "title": "Version conflicts answer 409",
+        "body": "A write with a stale version answers HTTP 409 Conflict, as HTTP intends.",
+    },
+    {
+        "kind": "gotcha",
+        "title": "Webhook secrets rotate on Tuesdays",
+        "body": "The billing provider rotates webhook signing secrets every Tuesday at 09:00; refetch on 401.",
+    },
+    {
+        "kind": "convention",
+        "title": "Feature flags carry an owner",
+        "body": "Every feature flag names an owning team in its description, or the linter rejects it.",
+    },
+]
+EPISODE = {"kind": "episode", "title": "Standup notes", "body": "We talked about the release train."}
+
+GOOD_VERDICT = {"with_memory": True, "without_memory": False, "confidence": 0.9, "reason": "The first result says so."}
+
+
+def question_for(prompt: str) -> str:
+    """A valid generated question, different for each source memory (found by its title)."""
+    for number, memory in enumerate(KNOWLEDGE):
+        if f"Title: {memory['title']}" in prompt:
+            return json.dumps({"question": f"What did the team settle on for topic number {number}?"})
+    return json.dumps({"question": "What did the team settle on for this topic?"})
+
+
+@dataclass
+class ScriptedModel:
+    """A stand-in for litellm.completion: `answer(model, prompt)` picks each call's `mock_response`
+    (text or Exception), and litellm builds the response, usage included, exactly as it would."""
+
+    answer: Callable[[str, str], str | Exception]
+    calls: list[dict] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self, **kwargs):
+        prompt = kwargs["messages"][0]["content"]
+        answer = self.answer(kwargs["model"], prompt)
+        call = {"model": kwargs["model"], "api_key": kwargs.get("api_key"), "prompt": prompt, "usage": None}
+        with self.lock:
+            self.calls.append(call)
+        response = litellm.completion(**kwargs, mock_response=answer)
+        call["usage"] = (response.usage.prompt_tokens, response.usage.completion_tokens)
+        return response
+
+
+def default_answer(model: str, prompt: str) -> str:
+    if model == GENERATION_MODEL:
+        return question_for(prompt)
+    return json.dumps(GOOD_VERDICT)
+
+
+@dataclass
+class Owners:
+    """Users with memories, deleted again at teardown: the cascade takes their probes, runs, queued
+    rows and usage events with them, so no test leaves data (or queued work) behind."""
+
+    db_url: str
+    ids: list = field(default_factory=list)
+
+    def create(self, memories: list[dict]) -> uuid.UUID:
+        email = f"worker-{uuid.uuid4().hex[:12]}@example.test"
+        lines = [MemoryLine.model_validate(m) for m in memories]
+        with psycopg.connect(self.db_url) as conn, conn.transaction():
+            insert_memories(conn, lines, Target(email))
+            owner = conn.execute("select id from auth.users where email = %s", (email,)).fetchone()[0]
+        self.ids.append(owner)
+        return owner
+
+    def email(self, owner: uuid.UUID) -> str:
+        with psycopg.connect(self.db_url) as conn:
+            return conn.execute("select email from auth.users where id = %s", (owner,)).fetchone()[0]
+
+    def add_memories(self, owner: uuid.UUID, memories: list[dict]) -> None:
+        lines = [MemoryLine.model_validate(m) for m in memories]
+        with psycopg.connect(self.db_url) as conn, conn.transaction():
+            insert_memories(conn, lines, Target(self.email(owner)))
+
+    def delete_all(self) -> None:
+        with psycopg.connect(self.db_url) as conn:
+            conn.execute("delete from auth.users where id = any(%s)", (self.ids,))
+
+
+@pytest.fixture
+def owners(db_url):
+    made = Owners(db_url)
+    yield made
+    made.delete_all()
+
+
+@pytest.fixture
+def llm_mode(db_url):
+    """roi.settings in LLM mode for one test; the whole row is put back afterwards."""
+    with psycopg.connect(db_url, row_factory=dict_row) as conn:
+        before = conn.execute("select * from roi.settings").fetchone()
+        conn.execute("update roi.settings set extractor = 'llm'")
+    yield
+    with psycopg.connect(db_url) as conn:
+        conn.execute(
+            "update roi.settings set "
+            + ", ".join(f"{column} = %({column})s" for column in before if column != "singleton"),
+            before,
+        )
+
+
+def set_settings(db_url: str, **values) -> None:
+    with psycopg.connect(db_url) as conn:
+        conn.execute("update roi.settings set " + ", ".join(f"{k} = %({k})s" for k in values), values)
+
+
+@pytest.fixture(scope="session")
+def worker_url(cluster) -> str:
+    """The test cluster as the least-privilege worker role, exactly as `zm-roi worker` connects."""
+    return cluster.url(user="roi_worker", password=localdb.WORKER_PASSWORD)
+
+
+def as_owner(db_url: str, owner: uuid.UUID, sql: str, params: dict | None = None) -> list[dict]:
+    """Run `sql` as the signed-in owner (role authenticated plus claims), then commit."""
+    with psycopg.connect(db_url, row_factory=dict_row) as conn, conn.transaction():
+        act_as(conn, claims_for(owner))
+        return conn.execute(sql, params or {}).fetchall()
+
+
+def benchmark(db_url: str, owner: uuid.UUID) -> dict:
+    return as_owner(db_url, owner, "select public.benchmark_memory() as result")[0]["result"]
+
+
+def tile(db_url: str, owner: uuid.UUID) -> dict:
+    return as_owner(db_url, owner, "select * from public.roi_benchmark_tile")[0]
+
+
+def fetch(db_url: str, sql: str, params: dict | tuple | None = None) -> list[dict]:
+    """A superuser read, to look behind the curtain."""
+    with psycopg.connect(db_url, row_factory=dict_row) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def seed_queued_judgments(db_url: str, owner: uuid.UUID, count: int) -> uuid.UUID:
+    """A run of `count` probes whose judgments are queued, as start_run() leaves them in LLM mode,
+    written directly so a test can queue hundreds without hundreds of memories."""
+    with psycopg.connect(db_url) as conn, conn.transaction():
+        run_id = conn.execute(
+            "insert into roi.runs (owner_id, mode, probe_count) values (%s, 'llm', %s) returning id", (owner, count)
+        ).fetchone()[0]
+        conn.execute(
+            "insert into roi.pending_runs (run_id, owner_id, started_at) values (%s, %s, now())", (run_id, owner)
+        )
+        probes = conn.execute(
+            """insert into roi.probes (owner_id, memory_id, source_kind, source_scope, source_title, source_body,
+                                       question, state, activated_at)
+               select %s, gen_random_uuid(), 'decision', 'personal', 'Seeded decision ' || g,
+                      'The seeded body of decision ' || g, 'Which way did seeded decision ' || g || ' go?',
+                      'active', now()
+               from generate_series(1, %s) g
+               returning id""",
+            (owner, count),
+        ).fetchall()
+        conn.execute(
+            """insert into roi.recalls (run_id, probe_id, owner_id, surfaced_ids, surfaced)
+               select %s, p.id, p.owner_id, '{}', '[]' from roi.probes p where p.id = any(%s)""",
+            (run_id, [row[0] for row in probes]),
+        )
+        conn.execute(
+            "insert into roi.judgments (run_id, probe_id, owner_id) select run_id, probe_id, owner_id "
+            "from roi.recalls where run_id = %s",
+            (run_id,),
+        )
+    return run_id
