@@ -10,7 +10,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.support import extractor
+from tests.support import extractor, remove_created_users
 from zm_roi import localdb
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,6 +48,13 @@ def conn(db_url):
     with psycopg.connect(db_url) as connection:
         yield connection
         connection.rollback()
+
+
+@pytest.fixture(autouse=True)
+def _remove_users_made_by_the_test(request):
+    yield
+    if "cluster" in request.fixturenames:
+        remove_created_users(request.getfixturevalue("cluster").url())
 
 
 @pytest.fixture

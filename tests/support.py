@@ -81,10 +81,22 @@ def activate_pending_probes(db_url: str, user_id: uuid.UUID) -> int:
         ).rowcount
 
 
+CREATED_USERS: list[uuid.UUID] = []
+
+
+def remove_created_users(db_url: str) -> None:
+    """Delete the users made by user_with_knowledge, with everything the benchmark recorded for them, so
+    no queued work of one test is left for another test's worker to find."""
+    with psycopg.connect(db_url) as conn:
+        conn.execute("delete from auth.users where id = any(%s)", (CREATED_USERS,))
+    CREATED_USERS.clear()
+
+
 def user_with_knowledge(db_url: str, email: str, count: int = 5, kind: str = "decision") -> uuid.UUID:
-    """A user with `count` personal knowledge memories, committed."""
+    """A user with `count` personal knowledge memories, committed; removed after the test."""
     with psycopg.connect(db_url) as conn:
         user_id = conn.execute("insert into auth.users (email) values (%s) returning id", (email,)).fetchone()[0]
+        CREATED_USERS.append(user_id)
         conn.execute(
             """insert into public.memories (author_id, scope, kind, title, body)
                select %s, 'personal', %s, format('Fact %%s of %%s', i, %s::text), format('Body %%s of %%s', i, %s::text)
