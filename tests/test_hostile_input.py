@@ -110,3 +110,49 @@ def test_malformed_import_files_are_clear_errors(db_url, email, tmp_path, conten
     path.write_bytes(content)
     with pytest.raises(UserError, match=message):
         import_memories(db_url, path, Target(email))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    reply=st.one_of(
+        storable_text,
+        st.text(max_size=20000),
+        st.builds(
+            json.dumps,
+            st.recursive(
+                st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=50),
+                lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=5),
+                max_leaves=12,
+            ),
+        ),
+    )
+)
+def test_any_model_output_is_a_verdict_or_an_output_error(reply):
+    from zm_roi import prompts
+
+    for parse in (lambda r: prompts.parse_question(r, "Pin the SDK", "We pin at 4.2."), prompts.parse_judgment):
+        try:
+            parse(reply)
+        except prompts.OutputError as exc:
+            assert len(str(exc)) < 400, "errors stay one short line"
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        json.dumps({"question": "W" * 10_000 + "?"}),
+        json.dumps({"question": ["not", "a", "string"]}),
+        json.dumps({"question": "Which version of the SDK do we keep?", "extra": {"nested": [1, 2]}}),
+        "{" * 5000,
+    ],
+    ids=["10k-question", "wrong-type", "extra-keys", "deep-garbage"],
+)
+def test_odd_generation_output_is_refused_or_accepted_cleanly(reply):
+    from zm_roi import prompts
+
+    try:
+        question = prompts.parse_question(reply, "Pin the SDK", "We pin at 4.2.")
+    except prompts.OutputError as exc:
+        assert "W" * 50 not in str(exc), "the error never repeats the model's reply"
+    else:
+        assert question == "Which version of the SDK do we keep?"

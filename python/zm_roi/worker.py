@@ -25,6 +25,8 @@ from zm_roi import llm, prompts
 from zm_roi.queries import query
 
 log = logging.getLogger("zm_roi.worker")
+RECONNECT_FIRST_DELAY = 0.5
+RECONNECT_MAX_DELAY = 30.0
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,26 @@ class Worker:
         self.stopping.set()
 
     def run(self, once: bool = False) -> int:
-        """Work until stopped; with `once`, until nothing is claimable right now. Returns rows handled."""
+        """Work until stopped; with `once`, until nothing is claimable right now. Returns rows handled.
+
+        A long-running worker outlives the database: when the connection is lost (a restart, a
+        failover) it reconnects with backoff, and the row it had in hand comes back when its lease ends.
+        """
+        delay = RECONNECT_FIRST_DELAY
+        while True:
+            try:
+                self._run_connected(once)
+                return self.handled
+            except psycopg.OperationalError as exc:
+                if once or self.stopping.is_set():
+                    raise
+                log.warning("lost the database (%s); reconnecting in %gs", describe(exc), delay)
+                self.listening.clear()
+                if self.stopping.wait(delay):
+                    return self.handled
+                delay = min(delay * 2, RECONNECT_MAX_DELAY)
+
+    def _run_connected(self, once: bool) -> None:
         with psycopg.connect(self.db_url, autocommit=True, row_factory=dict_row) as conn:
             conn.execute(query("worker_listen"))
             self.listening.set()
@@ -80,7 +101,6 @@ class Worker:
                 if once:
                     break
                 self._wait(conn)
-        return self.handled
 
     def step(self, conn: psycopg.Connection) -> bool:
         """Claim one row and finish it; False when nothing is claimable."""
