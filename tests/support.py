@@ -59,15 +59,20 @@ def benchmark_user(cluster, email: str, memories: list[MemoryLine] | None = None
 
 @contextmanager
 def extractor(db_url: str, mode: str):
-    """Switch roi.settings.extractor for one test and put back what was there (the cluster is shared)."""
-    with psycopg.connect(db_url) as conn:
-        before = conn.execute(query("get_extractor")).fetchone()[0]
+    """roi.settings in `mode` for one test; the whole row is put back afterwards, so whatever else the
+    test tunes (leases, attempts, timeouts) does not leak into the next test on the shared cluster."""
+    with psycopg.connect(db_url, row_factory=dict_row) as conn:
+        before = conn.execute("select * from roi.settings").fetchone()
         conn.execute(query("set_extractor"), {"extractor": mode})
     try:
         yield
     finally:
         with psycopg.connect(db_url) as conn:
-            conn.execute(query("set_extractor"), {"extractor": before})
+            conn.execute(
+                "update roi.settings set "  # noqa: S608 - the column names come from the table itself
+                + ", ".join(f"{column} = %({column})s" for column in before if column != "singleton"),
+                before,
+            )
 
 
 def activate_pending_probes(db_url: str, user_id: uuid.UUID) -> int:
@@ -106,7 +111,7 @@ def user_with_knowledge(db_url: str, email: str, count: int = 5, kind: str = "de
     return user_id
 
 
-def as_user(db_url: str, user_id: uuid.UUID, sql: str, params: tuple = ()) -> list[dict]:
+def as_user(db_url: str, user_id: uuid.UUID, sql: str, params: tuple | dict = ()) -> list[dict]:
     """Run one statement as the user, in its own transaction, as PostgREST would."""
     with psycopg.connect(db_url, row_factory=dict_row) as conn, conn.transaction():
         act_as(conn, claims_for(user_id))

@@ -10,6 +10,7 @@ import json
 import psycopg
 import pytest
 
+from tests.support import as_user
 from tests.worker_support import (
     EPISODE,
     GENERATION_MODEL,
@@ -17,7 +18,6 @@ from tests.worker_support import (
     JUDGE_MODEL,
     KNOWLEDGE,
     ScriptedModel,
-    as_owner,
     benchmark,
     default_answer,
     fetch,
@@ -96,7 +96,7 @@ def test_llm_mode_end_to_end(db_url, worker_url, llm_mode, owners):
     notes = fetch(db_url, "select note from roi.verdict_notes where owner_id = %s", (alice,))
     assert [n["note"] for n in notes] == [GOOD_VERDICT["reason"]] * 4
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
-        as_owner(db_url, alice, "select * from roi.verdict_notes")
+        as_user(db_url, alice, "select * from roi.verdict_notes")
 
     # The worker closed the run; upkeep (as the owner) rotates the pool and tops it up from new knowledge.
     owners.add_memories(alice, [{**EPISODE, "kind": "decision", "title": "Queue leases, not statuses"}])
@@ -161,7 +161,7 @@ def test_malformed_judge_output_is_retried_then_skipped(db_url, worker_url, llm_
     fast_forward()
     assert Worker(worker_url, CONFIG, model).run(once=True) == 1
     assert flaky_row() == {}
-    [run] = as_owner(db_url, carol, "select * from public.roi_benchmark_runs")
+    [run] = as_user(db_url, carol, "select * from public.roi_benchmark_runs")
     assert run["status"] == "complete"
     assert (run["judged_count"], run["skipped_count"], run["exclusive_count"]) == (2, 1, 2)
     assert float(run["exclusive_rate"]) == 1.0, "the rate counts judged probes only"

@@ -10,12 +10,12 @@ import uuid
 import psycopg
 import pytest
 
+from tests.support import as_user
 from tests.worker_support import (
     GENERATION_MODEL,
     JUDGE_MODEL,
     KNOWLEDGE,
     ScriptedModel,
-    as_owner,
     benchmark,
     default_answer,
     fetch,
@@ -70,12 +70,12 @@ def test_own_key_calls_are_marked_and_left_out_of_the_deployment_totals(
     assert totals["input_tokens"] + totals["output_tokens"] == sum(m["tokens"] for m in marks if not m["byok"])
 
     # Users read their own events only; the keys and the operators' totals not at all.
-    mine = as_owner(db_url, dana, "select owner_id from public.usage_events")
+    mine = as_user(db_url, dana, "select owner_id from public.usage_events")
     assert {row["owner_id"] for row in mine} == {dana} and len(mine) == 3
-    assert as_owner(db_url, erin, "select 1 from public.usage_events where owner_id = %(o)s", {"o": dana}) == []
+    assert as_user(db_url, erin, "select 1 from public.usage_events where owner_id = %(o)s", {"o": dana}) == []
     for forbidden in ("select * from roi.deployment_token_totals", "select * from roi.provider_keys"):
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            as_owner(db_url, dana, forbidden)
+            as_user(db_url, dana, forbidden)
 
 
 def test_a_stored_key_the_worker_cannot_open_is_never_swapped_for_the_deployment_key(

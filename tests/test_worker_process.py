@@ -19,13 +19,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from tests.conftest import ROOT
+from tests.support import as_user
 from tests.worker_support import (
     GENERATION_MODEL,
     GOOD_VERDICT,
     JUDGE_MODEL,
     KNOWLEDGE,
     ScriptedModel,
-    as_owner,
     benchmark,
     default_answer,
     fetch,
@@ -201,7 +201,7 @@ def test_a_worker_killed_mid_judgment_loses_nothing_and_doubles_nothing(
         db_url, "select probe_id, count(*)::int as n from roi.verdicts where run_id = %s group by 1", (run_id,)
     )
     assert len(verdicts) == 2 and {v["n"] for v in verdicts} == {1}, "one verdict per probe, none twice"
-    assert as_owner(db_url, owner, "select status from public.roi_benchmark_runs")[0]["status"] == "complete"
+    assert as_user(db_url, owner, "select status from public.roi_benchmark_runs")[0]["status"] == "complete"
 
     # The endpoint's own token counts were recorded for the call it answered; the killed call never
     # came back, so it had nothing to report.
@@ -235,4 +235,4 @@ def test_sigterm_finishes_the_row_in_hand_then_exits(db_url, worker_url, llm_mod
     assert "stopping after the row in hand" in stderr
     assert "attempt=1: verdict recorded" in stderr
     assert leased_rows(db_url, run_id) == []
-    assert as_owner(db_url, owner, "select status from public.roi_benchmark_runs")[0]["status"] == "complete"
+    assert as_user(db_url, owner, "select status from public.roi_benchmark_runs")[0]["status"] == "complete"

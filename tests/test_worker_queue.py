@@ -9,12 +9,12 @@ import time
 import psycopg
 from psycopg.rows import dict_row
 
+from tests.support import as_user
 from tests.worker_support import (
     GENERATION_MODEL,
     JUDGE_MODEL,
     KNOWLEDGE,
     ScriptedModel,
-    as_owner,
     benchmark,
     default_answer,
     fetch,
@@ -49,7 +49,7 @@ def release(conn, job: dict, attempt: int) -> str:
 
 
 def run_status(db_url, owner) -> dict:
-    return as_owner(db_url, owner, "select status, judged_count from public.roi_benchmark_runs")[0]
+    return as_user(db_url, owner, "select status, judged_count from public.roi_benchmark_runs")[0]
 
 
 def test_interleavings_of_two_workers_on_the_sql_verbs(db_url, worker_url, llm_mode, owners):

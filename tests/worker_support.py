@@ -14,8 +14,8 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
+from tests.support import as_user, benchmark  # noqa: F401 - re-exported for the worker suites
 from zm_roi import localdb
-from zm_roi.identity import act_as, claims_for
 from zm_roi.importer import MemoryLine, Target, insert_memories
 from zm_roi.llm import litellm
 
@@ -131,21 +131,6 @@ def owners(db_url):
     made.delete_all()
 
 
-@pytest.fixture
-def llm_mode(db_url):
-    """roi.settings in LLM mode for one test; the whole row is put back afterwards."""
-    with psycopg.connect(db_url, row_factory=dict_row) as conn:
-        before = conn.execute("select * from roi.settings").fetchone()
-        conn.execute("update roi.settings set extractor = 'llm'")
-    yield
-    with psycopg.connect(db_url) as conn:
-        conn.execute(
-            "update roi.settings set "
-            + ", ".join(f"{column} = %({column})s" for column in before if column != "singleton"),
-            before,
-        )
-
-
 def set_settings(db_url: str, **values) -> None:
     with psycopg.connect(db_url) as conn:
         conn.execute("update roi.settings set " + ", ".join(f"{k} = %({k})s" for k in values), values)
@@ -157,19 +142,8 @@ def worker_url(cluster) -> str:
     return cluster.url(user="roi_worker", password=localdb.WORKER_PASSWORD)
 
 
-def as_owner(db_url: str, owner: uuid.UUID, sql: str, params: dict | None = None) -> list[dict]:
-    """Run `sql` as the signed-in owner (role authenticated plus claims), then commit."""
-    with psycopg.connect(db_url, row_factory=dict_row) as conn, conn.transaction():
-        act_as(conn, claims_for(owner))
-        return conn.execute(sql, params or {}).fetchall()
-
-
-def benchmark(db_url: str, owner: uuid.UUID) -> dict:
-    return as_owner(db_url, owner, "select public.benchmark_memory() as result")[0]["result"]
-
-
 def tile(db_url: str, owner: uuid.UUID) -> dict:
-    return as_owner(db_url, owner, "select * from public.roi_benchmark_tile")[0]
+    return as_user(db_url, owner, "select * from public.roi_benchmark_tile")[0]
 
 
 def fetch(db_url: str, sql: str, params: dict | tuple | None = None) -> list[dict]:
