@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import tempfile
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -19,22 +20,29 @@ ROOT = Path(__file__).resolve().parent.parent
 pytest_plugins = ["tests.worker_support"]
 
 
-@pytest.fixture(scope="session")
-def cluster():
+@contextmanager
+def throwaway_cluster():
+    """A migrated cluster in a temporary folder on a free port, destroyed afterwards. The pg_cron job is
+    paused: tests run upkeep by hand, at the moments they choose, and the scheduled job would race them."""
     home = Path(tempfile.mkdtemp(prefix="zm-roi-test-"))
     home.chmod(0o755)
-    test_cluster = localdb.Cluster(home=home, port=localdb.free_port())
-    test_cluster.create()
-    test_cluster.start()
+    made = localdb.Cluster(home=home, port=localdb.free_port())
+    made.create()
+    made.start()
     try:
-        localdb.prepare_database(test_cluster, ROOT)
-        localdb.apply_sql_file(test_cluster.url(), ROOT / "supabase" / "tests" / "helpers.sql")
-        # Tests run upkeep by hand, at the moments they choose; the scheduled job would race them.
-        with psycopg.connect(test_cluster.url(), autocommit=True) as conn:
+        localdb.prepare_database(made, ROOT)
+        with psycopg.connect(made.url(), autocommit=True) as conn:
             conn.execute("update cron.job set active = false where jobname = 'zm-roi-upkeep'")
-        yield test_cluster
+        yield made
     finally:
-        test_cluster.destroy()
+        made.destroy()
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    with throwaway_cluster() as session_cluster:
+        localdb.apply_sql_file(session_cluster.url(), ROOT / "supabase" / "tests" / "helpers.sql")
+        yield session_cluster
 
 
 @pytest.fixture(scope="session")

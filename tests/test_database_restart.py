@@ -5,15 +5,13 @@ and every probe ends with exactly one verdict. On a cluster of its own, since it
 from __future__ import annotations
 
 import json
-import tempfile
 import threading
 import time
-from pathlib import Path
 
 import psycopg
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import throwaway_cluster
 from tests.worker_support import GENERATION_MODEL, GOOD_VERDICT, JUDGE_MODEL, KNOWLEDGE, ScriptedModel, question_for
 from zm_roi import localdb
 from zm_roi.identity import act_as, claims_for
@@ -23,19 +21,10 @@ from zm_roi.worker import Worker, WorkerConfig
 
 @pytest.fixture
 def crashable():
-    home = Path(tempfile.mkdtemp(prefix="zm-roi-crash-"))
-    home.chmod(0o755)
-    cluster = localdb.Cluster(home=home, port=localdb.free_port())
-    cluster.create()
-    cluster.start()
-    try:
-        localdb.prepare_database(cluster, ROOT)
-        with psycopg.connect(cluster.url()) as conn:
-            conn.execute("update cron.job set active = false")
+    with throwaway_cluster() as own:
+        with psycopg.connect(own.url()) as conn:
             conn.execute("update roi.settings set extractor = 'llm', lease_duration = interval '2 seconds'")
-        yield cluster
-    finally:
-        cluster.destroy()
+        yield own
 
 
 def benchmark(url: str, owner) -> dict:
