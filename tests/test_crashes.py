@@ -23,7 +23,7 @@ def run_count(conn, owner) -> int:
     return conn.execute("select count(*) from roi.runs where owner_id = %s", (owner,)).fetchone()[0]
 
 
-def test_a_client_that_disconnects_mid_run_leaves_no_half_run(db_url, email, deterministic_mode):
+def test_a_client_that_disconnects_mid_run_leaves_no_half_run(db_url, email, deterministic_mode, reliability):
     # c1 completes a run. c0 row-locks one probe. c2 calls: inserts its run and recalls, then blocks
     # on that probe. c2's socket is cut; the server notices, rolls back. c0 releases. c3 calls.
     owner = user_with_knowledge(db_url, email, count=4)
@@ -71,3 +71,4 @@ def test_a_client_that_disconnects_mid_run_leaves_no_half_run(db_url, email, det
     assert benchmark(db_url, owner)["status"] == "started"
     with psycopg.connect(db_url) as conn:
         assert run_count(conn, owner) == 2
+    reliability.record("crashes", "client disconnected mid-run (socket cut while blocked)", tried=1, lost=0)

@@ -40,15 +40,17 @@ def reader(db_url):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(question=storable_text, match_count=st.integers(min_value=-5, max_value=500))
-def test_recall_takes_any_text_as_plain_words(db_url, reader, question, match_count):
+def test_recall_takes_any_text_as_plain_words(db_url, reader, question, match_count, reliability):
+    reliability.count("hostile input", "arbitrary text as a recall question (hypothesis)")
     rows = as_user(db_url, reader, "select * from public.recall(%s, match_count => %s)", (question, match_count))
     assert len(rows) <= max(0, min(match_count, 100))
     assert all(row["score"] > 0 for row in rows)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(kind=st.sampled_from(["decision", "gotcha", "convention"]), title=storable_text, body=storable_text)
-def test_templates_read_naturally_for_any_title(db_url, kind, title, body):
+def test_templates_read_naturally_for_any_title(db_url, kind, title, body, reliability):
+    reliability.count("hostile input", "arbitrary titles and bodies through the question templates (hypothesis)")
     with psycopg.connect(db_url) as conn:
         question = conn.execute("select roi.template_question(%s, %s, %s)", (kind, title, body)).fetchone()[0]
     assert question.endswith("?")
@@ -127,7 +129,8 @@ def test_malformed_import_files_are_clear_errors(db_url, email, tmp_path, conten
         ),
     )
 )
-def test_any_model_output_is_a_verdict_or_an_output_error(reply):
+def test_any_model_output_is_a_verdict_or_an_output_error(reply, reliability):
+    reliability.count("hostile input", "arbitrary model output through both parsers (hypothesis)")
     from zm_roi import prompts
 
     for parse in (lambda r: prompts.parse_question(r, "Pin the SDK", "We pin at 4.2."), prompts.parse_judgment):

@@ -103,16 +103,20 @@ def test_the_data_api_exposes_only_the_allowlisted_relations_and_functions(db_ur
     assert anon_reach == []
 
 
-def test_anon_reads_nothing_of_the_owner_anywhere(db_url, scene):
+def test_anon_reads_nothing_of_the_owner_anywhere(db_url, scene, reliability):
     seen = everything_readable(db_url, {"role": "anon"})
     leaks = [name for name, text in seen.items() if scene["sentinel"] in text]
     assert leaks == []
+    reliability.record("privacy", "relations anon can select from, read in full", tried=len(seen), lost=len(leaks))
 
 
-def test_another_user_reads_nothing_of_the_owner_anywhere(db_url, scene):
+def test_another_user_reads_nothing_of_the_owner_anywhere(db_url, scene, reliability):
     seen = everything_readable(db_url, claims_for(scene["other"]))
     leaks = [name for name, text in seen.items() if scene["sentinel"] in text or str(scene["owner"]) in text]
     assert leaks == []
+    reliability.record(
+        "privacy", "relations another user can select from, read in full", tried=len(seen), lost=len(leaks)
+    )
     assert "roi.probes" in seen, "the enumeration reached the private schema as authenticated"
 
 

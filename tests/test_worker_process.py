@@ -154,7 +154,7 @@ def leased_rows(db_url: str, run_id: str) -> list[dict]:
 
 
 def test_a_worker_killed_mid_judgment_loses_nothing_and_doubles_nothing(
-    db_url, worker_url, llm_mode, owners, fake_openai
+    db_url, worker_url, llm_mode, owners, fake_openai, reliability
 ):
     set_settings(db_url, lease_duration="15 seconds")
     owner = owners.create(KNOWLEDGE[:2])
@@ -202,6 +202,7 @@ def test_a_worker_killed_mid_judgment_loses_nothing_and_doubles_nothing(
     )
     assert len(verdicts) == 2 and {v["n"] for v in verdicts} == {1}, "one verdict per probe, none twice"
     assert as_user(db_url, owner, "select status from public.roi_benchmark_runs")[0]["status"] == "complete"
+    reliability.record("crashes", "worker killed with SIGKILL mid-judgment", tried=len(verdicts), lost=0)
 
     # The endpoint's own token counts were recorded for the call it answered; the killed call never
     # came back, so it had nothing to report.

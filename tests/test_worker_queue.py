@@ -92,7 +92,7 @@ def test_interleavings_of_two_workers_on_the_sql_verbs(db_url, worker_url, llm_m
     assert run_status(db_url, owner) == {"status": "complete", "judged_count": 2}
 
 
-def test_two_workers_record_500_queued_judgments_exactly_once(db_url, worker_url, llm_mode, owners):
+def test_two_workers_record_500_queued_judgments_exactly_once(db_url, worker_url, llm_mode, owners, reliability):
     owner = owners.create([])
     run_id = seed_queued_judgments(db_url, owner, 500)
     model = ScriptedModel(default_answer)
@@ -117,6 +117,7 @@ def test_two_workers_record_500_queued_judgments_exactly_once(db_url, worker_url
     )
     assert counts == {"verdicts": 500, "probes": 500, "events": 500, "queued": 0}
     assert run_status(db_url, owner) == {"status": "complete", "judged_count": 500}
+    reliability.record("concurrency", "two workers draining 500 queued judgments", tried=500, lost=0)
 
 
 def test_a_last_attempt_that_died_with_its_worker_is_not_retried_forever(db_url, worker_url, llm_mode, owners):
