@@ -103,7 +103,12 @@ class ReliabilityLog:
         self.rows.append((area, scenario, 1, 0))
 
     def write(self, path: Path) -> None:
-        lines = ["# Reliability report", "", "| area | scenario | tried | lost, duplicated or leaked |", "|---|---|---|---|"]
+        lines = [
+            "# Reliability report",
+            "",
+            "| area | scenario | tried | lost, duplicated or leaked |",
+            "|---|---|---|---|",
+        ]
         lines += [f"| {area} | {scenario} | {tried} | {lost} |" for area, scenario, tried, lost in sorted(self.rows)]
         path.parent.mkdir(exist_ok=True)
         path.write_text("\n".join(lines) + "\n")

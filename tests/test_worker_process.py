@@ -7,105 +7,27 @@ seen to record what the provider said) and can hold a judge call open until the 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-import pytest
 
 from tests.conftest import ROOT
 from tests.support import as_user
 from tests.worker_support import (
     GENERATION_MODEL,
-    GOOD_VERDICT,
     JUDGE_MODEL,
     KNOWLEDGE,
     ScriptedModel,
     benchmark,
     default_answer,
     fetch,
-    question_for,
     set_settings,
 )
 from zm_roi.worker import Worker, WorkerConfig
 
 CONFIG = WorkerConfig(generation_model=GENERATION_MODEL, judge_model=JUDGE_MODEL)
-REPORTED = {"prompt_tokens": 123, "completion_tokens": 45, "total_tokens": 168}
-
-
-class FakeOpenAI(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self):
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.url = f"http://127.0.0.1:{self.server_address[1]}/v1"
-        self.lock = threading.Lock()
-        self.to_hold = 0
-        self.held = threading.Event()
-        self.let_go = threading.Event()
-        self.requests: list[dict] = []
-
-    def hold_next_judgment(self) -> None:
-        with self.lock:
-            self.to_hold += 1
-
-    def take_hold(self) -> bool:
-        with self.lock:
-            if self.to_hold == 0:
-                return False
-            self.to_hold -= 1
-            return True
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: FakeOpenAI
-
-    def do_POST(self):  # noqa: N802 - http.server's naming
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.server.requests.append({"path": self.path, "model": body["model"], "auth": self.headers["Authorization"]})
-        if "judge" in body["model"]:
-            content = json.dumps(GOOD_VERDICT)
-            if self.server.take_hold():
-                self.server.held.set()
-                self.server.let_go.wait(120)
-        else:
-            content = question_for(body["messages"][0]["content"])
-        reply = {
-            "id": "chatcmpl-local",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body["model"],
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-            "usage": REPORTED,
-        }
-        data = json.dumps(reply).encode()
-        try:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the worker that asked was killed
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def fake_openai():
-    server = FakeOpenAI()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.let_go.set()
-    server.shutdown()
-    server.server_close()
 
 
 def worker_env(worker_url: str, base_url_variable: str, base_url: str) -> dict:

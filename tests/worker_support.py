@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import psycopg
 import pytest
@@ -183,3 +185,76 @@ def seed_queued_judgments(db_url: str, owner: uuid.UUID, count: int) -> uuid.UUI
             (run_id,),
         )
     return run_id
+
+
+REPORTED = {"prompt_tokens": 123, "completion_tokens": 45, "total_tokens": 168}
+
+
+class FakeOpenAI(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.url = f"http://127.0.0.1:{self.server_address[1]}/v1"
+        self.lock = threading.Lock()
+        self.to_hold = 0
+        self.held = threading.Event()
+        self.let_go = threading.Event()
+        self.requests: list[dict] = []
+
+    def hold_next_judgment(self) -> None:
+        with self.lock:
+            self.to_hold += 1
+
+    def take_hold(self) -> bool:
+        with self.lock:
+            if self.to_hold == 0:
+                return False
+            self.to_hold -= 1
+            return True
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: FakeOpenAI
+
+    def do_POST(self):  # noqa: N802 - http.server's naming
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.requests.append({"path": self.path, "model": body["model"], "auth": self.headers["Authorization"]})
+        if "judge" in body["model"]:
+            content = json.dumps(GOOD_VERDICT)
+            if self.server.take_hold():
+                self.server.held.set()
+                self.server.let_go.wait(120)
+        else:
+            content = question_for(body["messages"][0]["content"])
+        reply = {
+            "id": "chatcmpl-local",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": REPORTED,
+        }
+        data = json.dumps(reply).encode()
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the worker that asked was killed
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def fake_openai():
+    server = FakeOpenAI()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.let_go.set()
+    server.shutdown()
+    server.server_close()
