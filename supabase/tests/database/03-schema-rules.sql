@@ -2,7 +2,7 @@
 -- every function with a fixed search_path, every view security_invoker, RLS on every table.
 -- Each check first proves it can fail (a deliberate offender inside this transaction), then passes.
 begin;
-select plan(10);
+select plan(12);
 
 create temporary view project_functions as
   select p.oid, n.nspname, p.proname, p.prosecdef, p.proconfig
@@ -49,6 +49,16 @@ create table public.offending_table (id int);
 select is((select count(*)::int from tables_without_rls), 1, 'the RLS check catches a table without it');
 drop table public.offending_table;
 select is_empty($$select * from tables_without_rls$$, 'every table in public and roi has RLS enabled');
+
+-- Functions are executable by PUBLIC unless revoked (a per-schema default cannot take that away).
+create function roi.offender() returns int language sql security invoker set search_path = '' as 'select 1';
+select is((select count(*)::int from project_functions f
+  where f.nspname = 'roi' and has_function_privilege('public', f.oid, 'execute')), 1,
+  'the PUBLIC-execute check catches a function nobody revoked');
+drop function roi.offender();
+select is_empty($$select nspname || '.' || proname from project_functions f
+  where f.nspname in ('public', 'roi') and has_function_privilege('public', f.oid, 'execute')$$,
+  'no function in public or roi is executable by PUBLIC');
 
 select is_empty(
   $$select p.proname from pg_proc p join pg_namespace n on n.oid = p.pronamespace
