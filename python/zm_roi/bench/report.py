@@ -205,6 +205,11 @@ def _measurement_rows(r: dict) -> list[list]:
             upkeep["rotation_all_owners"],
             _cycle_note(upkeep, "rotation"),
         ),
+        _series_row(
+            "upkeep after a memory changed somewhere (one cycle)",
+            upkeep.get("recheck_all_owners"),
+            _cycle_note(upkeep, "recheck") + "; the epoch is global, so every pool is re-checked",
+        ),
         _series_row("upkeep, one owner's empty pool filled", upkeep["fill_one_owner"], "roi.upkeep_owner(), per owner"),
     ]
     worker = r["worker"]
@@ -319,6 +324,7 @@ def render(run: dict) -> str:
             ("client-side loop", ("benchmark", "client_loop", "p50")),
             ("upkeep, idle", ("upkeep", "idle", "p50")),
             ("upkeep, refill 1,000 owners", ("upkeep", "refill_all_owners", "p50")),
+            ("upkeep, re-check 1,000 owners", ("upkeep", "recheck_all_owners", "p50")),
             ("upkeep, one owner's pool", ("upkeep", "fill_one_owner", "p50")),
         ]
         out += _table(
