@@ -12,11 +12,15 @@ from pathlib import Path
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
 
+def named_queries(path: Path) -> dict[str, str]:
+    """Every `-- name: …` query of a SQL file, by name (the bench keeps its own file)."""
+    parts = _NAME.split(path.read_text())
+    return {name: body.strip() for name, body in zip(parts[1::2], parts[2::2], strict=True)}
+
+
 @cache
 def _all() -> dict[str, str]:
-    text = (Path(__file__).parent / "queries.sql").read_text()
-    parts = _NAME.split(text)
-    return {name: body.strip() for name, body in zip(parts[1::2], parts[2::2], strict=True)}
+    return named_queries(Path(__file__).parent / "queries.sql")
 
 
 def query(name: str) -> str:

@@ -1,0 +1,90 @@
+"""`make bench`: measured speed at scale, on a throwaway cluster with a synthetic corpus.
+
+One run builds a cluster per size, generates the corpus in SQL (sql/bench/corpus.sql), times
+recall, benchmark_memory(), the client-side loop it replaces, upkeep and (once it exists) the
+worker, then writes bench/results/<date>-<size>.md and .json. See bench/README.md.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+
+from zm_roi.bench import corpus, measure, report
+from zm_roi.bench.cluster import machine, server, throwaway_cluster
+from zm_roi.bench.measure import Plan
+
+SIZES = {"10k": 10_000, "100k": 100_000, "1m": 1_000_000}
+CURVE = (10_000, 100_000, 1_000_000)
+DEFAULT_SEED = 42
+
+
+def measure_size(root: Path, size: int, seed: int, plan: Plan, say: Callable[[str], None] = print) -> dict:
+    """Everything the report shows for one corpus size, measured on its own throwaway cluster."""
+    with throwaway_cluster(root, say) as cluster:
+        url = cluster.url()
+        say(f"generating {size:,} memories (seed {seed})")
+        build = corpus.build(url, size, seed, say)
+        shape = corpus.shape(url)
+        with psycopg.connect(url) as conn:
+            settings = server(conn)
+        load = [round(x, 2) for x in os.getloadavg()]
+        say("measuring: round trip, recall")
+        round_trip = measure.round_trip(url, plan)
+        recall, sample = measure.recall(url, seed, plan)
+        say("measuring: benchmark_memory(), its recalls alone, the client loop")
+        bench = measure.benchmark(url, seed, plan)
+        say("measuring: upkeep")
+        upkeep = measure.upkeep(url, plan)
+        worker = measure.worker(url)
+        explain = measure.explain_recall(url, sample) if sample else {}
+    return {
+        "size": size,
+        "load_average": load,
+        "build_seconds": build,
+        "corpus": shape,
+        "server": settings,
+        "round_trip": round_trip,
+        "recall": recall,
+        "benchmark": bench,
+        "upkeep": upkeep,
+        "worker": worker,
+        "explain": explain,
+    }
+
+
+def run(
+    root: Path,
+    sizes: list[int],
+    label: str,
+    out_dir: Path,
+    seed: int = DEFAULT_SEED,
+    plan: Plan | None = None,
+    command: str = "make bench",
+    say: Callable[[str], None] = print,
+) -> tuple[Path, Path]:
+    """Measure every size in order and write one report; returns the .md and .json paths."""
+    started = datetime.datetime.now(datetime.UTC)
+    results = {
+        "label": label,
+        "date": started.strftime("%Y-%m-%d"),
+        "started_at": started.isoformat(timespec="seconds"),
+        "command": command,
+        "seed": seed,
+        "plan": (plan or Plan()).__dict__,
+        "machine": machine(),
+        "sizes": [],
+    }
+    for size in sizes:
+        say(f"== {size:,} memories ==")
+        results["sizes"].append(measure_size(root, size, seed, plan or Plan(), say))
+    finished = datetime.datetime.now(datetime.UTC)
+    results["finished_at"] = finished.isoformat(timespec="seconds")
+    results["seconds"] = round((finished - started).total_seconds(), 1)
+    results["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    results["targets"] = report.assess(results["sizes"][-1])
+    return report.write(results, out_dir)

@@ -1,0 +1,54 @@
+"""python -m zm_roi.bench --size 100k|10k|1m|curve [--seed N] [--out DIR] — what `make bench` runs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from zm_roi.bench import CURVE, DEFAULT_SEED, SIZES, run
+from zm_roi.errors import UserError
+from zm_roi.localdb import project_root
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m zm_roi.bench", description=__doc__)
+    parser.add_argument(
+        "--size",
+        default="100k",
+        help="10k, 100k (default), 1m, or curve (10k, 100k and 1m in one report)",
+    )
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="corpus seed (default %(default)s)")
+    parser.add_argument("--out", default=None, help="report folder (default: bench/results in the checkout)")
+    args = parser.parse_args(argv)
+    label = args.size.lower()
+    if label == "curve":
+        sizes = list(CURVE)
+    elif label in SIZES:
+        sizes = [SIZES[label]]
+    else:
+        print(f"zm-roi bench: unknown size {args.size!r}: use 10k, 100k, 1m or curve", file=sys.stderr)
+        return 2
+    started = time.monotonic()
+    try:
+        root = project_root()
+        out = root / "bench" / "results" if args.out is None else Path(args.out)
+        md, raw = run(
+            root,
+            sizes,
+            label,
+            out,
+            seed=args.seed,
+            command=f"make bench SIZE={label}" + (f" SEED={args.seed}" if args.seed != DEFAULT_SEED else ""),
+            say=lambda text: print(text, flush=True),
+        )
+    except UserError as exc:
+        print(f"zm-roi bench: {exc}", file=sys.stderr)
+        return 2
+    print(f"report: {md}\nraw figures: {raw}\ntook {time.monotonic() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""The bench's own throwaway cluster, and what the report says about the machine and the server.
+
+The bench never touches the user's embedded database: it builds a cluster in a temporary folder on
+a free port exactly as the embedded one is built (compat layer, then every migration through the
+Supabase CLI), runs on it, and removes it at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+
+from zm_roi import localdb
+from zm_roi.bench.sql import bench_query
+
+# Only the bulk load is tuned: fewer checkpoints while a million rows go in. Nothing here changes
+# how a query is planned or how fast it runs once loaded; the report lists these next to the rest.
+BENCH_SERVER_SETTINGS = {
+    "max_wal_size": "'4GB'",
+    "checkpoint_timeout": "'30min'",
+    "track_io_timing": "on",
+}
+
+# What the report quotes from pg_settings: the knobs that decide plans, memory and caching.
+REPORTED_SETTINGS = (
+    "shared_buffers",
+    "work_mem",
+    "maintenance_work_mem",
+    "effective_cache_size",
+    "random_page_cost",
+    "max_parallel_workers_per_gather",
+    "jit",
+    "max_connections",
+    "max_wal_size",
+    "checkpoint_timeout",
+    "track_io_timing",
+    "synchronous_commit",
+    "shared_preload_libraries",
+)
+
+
+@contextlib.contextmanager
+def throwaway_cluster(root: Path, say=print) -> Iterator[localdb.Cluster]:
+    """A migrated cluster with the upkeep cron job deactivated; stopped and removed afterwards."""
+    home = Path(tempfile.mkdtemp(prefix="zm-roi-bench-"))
+    home.chmod(0o755)
+    cluster = localdb.Cluster(home=home, port=localdb.free_port())
+    try:
+        say(f"creating a throwaway cluster in {home} on port {cluster.port}")
+        cluster.create()
+        with open(cluster.pgdata / "postgresql.conf", "a") as conf:
+            conf.write("\n# zm-roi bench: bulk load only\n")
+            conf.writelines(f"{key} = {value}\n" for key, value in BENCH_SERVER_SETTINGS.items())
+        cluster.start()
+        say("applying the compatibility layer and migrations (supabase db push)")
+        localdb.prepare_database(cluster, root)
+        localdb.set_extractor(cluster.url(), "deterministic")
+        with psycopg.connect(cluster.url(), autocommit=True) as conn:
+            # Upkeep is measured by calling roi.upkeep() directly; the minute job would disturb it.
+            conn.execute(bench_query("deactivate_cron"))
+        yield cluster
+    finally:
+        cluster.destroy()
+
+
+def machine() -> dict:
+    """CPU model, cores and memory of this machine, and its load when the bench started."""
+    cpu_model = "unknown"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    memory_gb = None
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                memory_gb = round(int(line.split()[1]) / 1024 / 1024, 1)
+    return {
+        "cpu_model": cpu_model,
+        "cores": os.cpu_count(),
+        "memory_gb": memory_gb,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def server(conn: psycopg.Connection) -> dict:
+    """PostgreSQL version and the settings that matter for these measurements."""
+    version = conn.execute("select version()").fetchone()[0]
+    rows = conn.execute(bench_query("reported_settings"), {"names": list(REPORTED_SETTINGS)}).fetchall()
+    return {"version": version, "settings": {name: value for name, value in rows}}

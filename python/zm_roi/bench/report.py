@@ -1,0 +1,404 @@
+"""The report: bench/results/<date>-<label>.md, and a .json beside it with every raw figure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+# The issue's targets, set for 1M memories on this 2-core machine. `path` finds the figure in one
+# size's results; `why` is what the report says when the figure misses.
+TARGETS = (
+    {
+        "key": "recall_pinned_project",
+        "what": "pinned recall p50, project + personal",
+        "limit_ms": 10,
+        "path": ("recall", "pinned_project", "p50"),
+        "why": "recall cost grows with the rows of the pinned layer (see *Recall cost by layer size*): under "
+        "row-level security the GIN index cannot serve `search @@ question` (`@@` is not leakproof, so "
+        "Postgres applies the policy first), and every live memory of the layer is read from the table "
+        "and tested. See bench/README.md for what would reach the target.",
+    },
+    {
+        "key": "recall_pinned_team",
+        "what": "pinned recall p50, team + personal",
+        "limit_ms": 10,
+        "path": ("recall", "pinned_team", "p50"),
+        "why": "as for project pins; team layers are the largest (every memory a team shares).",
+    },
+    {
+        "key": "recall_pinned_personal",
+        "what": "pinned recall p50, personal layer alone",
+        "limit_ms": 10,
+        "path": ("recall", "pinned_personal", "p50"),
+        "why": "as for project pins.",
+    },
+    {
+        "key": "benchmark_rpc",
+        "what": "benchmark_memory() with 20 probes, p50",
+        "limit_ms": 200,
+        "path": ("benchmark", "rpc", "p50"),
+        "why": "the run is its 20 recalls (see the recall targets) plus under 15% of bookkeeping.",
+    },
+    {
+        "key": "benchmark_overhead",
+        "what": "benchmark_memory() overhead over its 20 recalls run alone, p50",
+        "limit_ratio": 0.15,
+        "path": ("benchmark", "overhead_p50"),
+        "why": "a run's bookkeeping (snapshots of what surfaced, verdicts, closure, rotation, the top-up of the "
+        "rotated probes, the commit) costs about the same at every corpus size, so its share is largest when "
+        "recalls are fast: `make bench SIZE=curve` shows it fall as the corpus grows.",
+    },
+    {
+        "key": "upkeep_idle",
+        "what": "idle upkeep cycle, p50",
+        "limit_ms": 20,
+        "path": ("upkeep", "idle", "p50"),
+        "why": "",
+    },
+    {
+        "key": "upkeep_refill",
+        "what": "upkeep cycle topping up 1,000 owners (every pool refilled from empty), p50",
+        "limit_ms": 60_000,
+        "path": ("upkeep", "refill_all_owners", "p50"),
+        "why": "each owner's top-up reads the newest few memories of each of their layers as that owner.",
+    },
+    {
+        "key": "worker_queue_cost",
+        "what": "worker queue cost per row (claim + record, zero-latency model)",
+        "limit_ms": 3,
+        "path": ("worker", "queue_cost_per_row_ms"),
+        "why": "",
+    },
+    {
+        "key": "worker_drain_4",
+        "what": "4 workers drain 10,000 judgments",
+        "limit_ms": 60_000,
+        "path": ("worker", "drain_ms", "4"),
+        "why": "",
+    },
+    {
+        "key": "worker_peak_memory",
+        "what": "worker peak memory (MB)",
+        "limit_mb": 250,
+        "path": ("worker", "peak_rss_mb"),
+        "why": "",
+    },
+)
+
+SIZE_NAMES = {10_000: "10k", 100_000: "100k", 1_000_000: "1M"}
+
+
+def size_name(size: int) -> str:
+    return SIZE_NAMES.get(size, f"{size:,}")
+
+
+def _dig(results: dict, path: tuple) -> float | None:
+    value = results
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return value if isinstance(value, int | float) else None
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "–"
+    if value >= 10_000:
+        return f"{value / 1000:,.1f} s"
+    if value >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.2f}" if value < 10 else f"{value:.1f}"
+
+
+def assess(results: dict) -> list[dict]:
+    """Each target against one size's results: met, missed or not measured."""
+    verdicts = []
+    for target in TARGETS:
+        value = _dig(results, target["path"])
+        limit = target.get("limit_ms", target.get("limit_ratio", target.get("limit_mb")))
+        status = "not measured" if value is None else "met" if value <= limit else "missed"
+        verdicts.append(
+            {"key": target["key"], "what": target["what"], "limit": limit, "value": value, "status": status}
+        )
+    return verdicts
+
+
+def _limit_text(target: dict) -> str:
+    if "limit_ratio" in target:
+        return f"≤ {target['limit_ratio']:.0%}"
+    if "limit_mb" in target:
+        return f"≤ {target['limit_mb']} MB"
+    limit = target["limit_ms"]
+    return f"≤ {limit:,} ms" if limit < 10_000 else f"≤ {limit // 1000:,} s"
+
+
+def _value_text(target: dict, value: float | None) -> str:
+    if value is None:
+        return "–"
+    if "limit_ratio" in target:
+        return f"{value:+.1%}"
+    if "limit_mb" in target:
+        return f"{value:.0f} MB"
+    return f"{_ms(value)} ms" if value < 10_000 else _ms(value)  # _ms says "s" itself from 10 s
+
+
+def _row(cells: list) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def _table(header: list[str], rows: list[list]) -> list[str]:
+    return [_row(header), _row(["---"] * len(header)), *(_row(r) for r in rows)]
+
+
+def _series_row(name: str, summary: dict | None, note: str = "") -> list:
+    summary = summary or {}
+    return [name, summary.get("n", 0), _ms(summary.get("p50")), _ms(summary.get("p95")), note]
+
+
+def _measurement_rows(r: dict) -> list[list]:
+    recall = r["recall"]
+    bench = r["benchmark"]
+    upkeep = r["upkeep"]
+    rows = [_series_row("round trip (`select 1`)", r["round_trip"], "the floor of every call below")]
+    labels = {
+        "pinned_project": "recall, pinned: project + personal",
+        "pinned_team": "recall, pinned: team + personal",
+        "pinned_personal": "recall, pinned: personal alone",
+        "unpinned": "recall, unpinned (everything the user sees)",
+    }
+    for mode, label in labels.items():
+        s = recall[mode]
+        rows.append(_series_row(label, s, f"source memory in the top 10: {s['source_in_top_10']} of {s['n']}"))
+    rows += [
+        _series_row(
+            "benchmark_memory(), full pool of 20",
+            bench["rpc"],
+            f"deterministic mode; completes in the call; {bench['probes_per_run']['min']}–"
+            f"{bench['probes_per_run']['max']} probes per run",
+        ),
+        _series_row(
+            "the same 20 recalls run alone (sum)", bench["recalls_alone_sum"], "one statement each, as the owner"
+        ),
+        [
+            "→ benchmark_memory() overhead over its recalls",
+            len(bench["recalls_alone_sum"].get("samples", [])),
+            _pct(bench["overhead_p50"]),
+            _pct(bench["overhead_p95"]),
+            "per call: rpc ÷ sum of its 20 recalls − 1",
+        ],
+        _series_row(
+            "client-side loop, same run (peer design)",
+            bench["client_loop"],
+            f"{bench['client_loop_round_trips']} round trips per run over the connection",
+        ),
+        _series_row("benchmark_memory(), first call", bench["first_call"], "fills an empty pool of 20, then runs it"),
+        _series_row(
+            "upkeep, idle cycle", upkeep["idle"], f"{upkeep['pools']['owners']:,} owners with pools; nothing to do"
+        ),
+        _series_row(
+            "upkeep, refill every owner's pool (one cycle)",
+            upkeep["refill_all_owners"],
+            _cycle_note(upkeep, "refill"),
+        ),
+        _series_row(
+            "upkeep, top up every owner after a rotation (one cycle)",
+            upkeep["rotation_all_owners"],
+            _cycle_note(upkeep, "rotation"),
+        ),
+        _series_row(
+            "upkeep after a memory changed somewhere (one cycle)",
+            upkeep.get("recheck_all_owners"),
+            _cycle_note(upkeep, "recheck") + "; the epoch is global, so every pool is re-checked",
+        ),
+        _series_row("upkeep, one owner's empty pool filled", upkeep["fill_one_owner"], "roi.upkeep_owner(), per owner"),
+    ]
+    worker = r["worker"]
+    rows.append(["worker: queue cost, drain with 1/2/4 workers, peak memory", 0, "–", "–", worker["status"]])
+    return rows
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value:+.1%}"
+
+
+def _cycle_note(upkeep: dict, kind: str) -> str:
+    cycles = [c for c in upkeep["cycles"] if c["kind"] == kind]
+    if not cycles:
+        return ""
+    c = cycles[-1]
+    return f"{c['owners']:,} owners visited, {c['added']:,} probes added, {c['failures']} failures"
+
+
+def render(run: dict) -> str:
+    """The Markdown report of one bench run (one size, or several for the cost curve)."""
+    sizes = run["sizes"]
+    largest = sizes[-1]
+    m = run["machine"]
+    out = [
+        f"# zm-roi bench: {run['label']} ({run['date']})",
+        "",
+        f"Produced by `{run['command']}` (seed {run['seed']}), each size on its own throwaway cluster. "
+        "Times are milliseconds from the client over local TCP, statement plus result; p50 / p95 over n calls. "
+        "How the bench works and what the figures mean: [bench/README.md](../README.md).",
+        "",
+        "## Machine",
+        "",
+        *_table(
+            ["CPU", "cores", "memory", "kernel", "load average (1, 5, 15 min) at start"],
+            [
+                [
+                    m["cpu_model"],
+                    m["cores"],
+                    f"{m['memory_gb']} GB",
+                    m["kernel"],
+                    ", ".join(map(str, m["load_average_at_start"])),
+                ]
+            ],
+        ),
+        "",
+        "Other work shared the machine while this ran (see the load average per size below): absolute "
+        "figures are noisy; ratios measured side by side in one run are the figures to compare.",
+        "",
+        "## PostgreSQL",
+        "",
+        f"`{largest['server']['version']}`",
+        "",
+        *_table(["setting", "value"], [[k, f"`{v}`"] for k, v in largest["server"]["settings"].items()]),
+        "",
+        "The embedded cluster's own settings (`zm_roi.localdb`) except `max_wal_size`, `checkpoint_timeout` "
+        "(bulk load only) and `track_io_timing` (I/O times in EXPLAIN), which the bench adds.",
+        "",
+        "## Corpus",
+        "",
+    ]
+    out += _corpus_table(sizes)
+    for r in sizes:
+        out += [
+            "",
+            f"## Measurements at {size_name(r['size'])} memories",
+            "",
+            f"Load average at start of this size: {', '.join(map(str, r['load_average']))}.",
+            "",
+            *_table(["measurement", "n", "p50 ms", "p95 ms", "notes"], _measurement_rows(r)),
+            "",
+            "### Recall cost by layer size",
+            "",
+            "Pinned project and team recalls, grouped by the live memories in the pinned layer (the caller's "
+            f"personal layer, ~{r['corpus']['personal_memories_per_user']['p50']} memories, comes on top). "
+            f"Pinned layers sampled: p50 {r['recall']['pinned_layer_rows']['p50']:,} rows, "
+            f"p95 {r['recall']['pinned_layer_rows']['p95']:,}, max {r['recall']['pinned_layer_rows']['max']:,}.",
+            "",
+            *_table(
+                ["rows in the pinned layer", "n", "p50 ms", "p95 ms"],
+                [
+                    [label, s["n"], _ms(s["p50"]), _ms(s["p95"])]
+                    for label, s in r["recall"]["pinned_by_layer_rows"].items()
+                ],
+            ),
+        ]
+    out += ["", f"## Targets (set for 1M memories; measured at {size_name(largest['size'])})", ""]
+    rows = []
+    verdicts = assess(largest)
+    for target, verdict in zip(TARGETS, verdicts, strict=True):
+        rows.append([target["what"], _limit_text(target), _value_text(target, verdict["value"]), verdict["status"]])
+    out += _table(["target", "limit", "measured", "status"], rows)
+    misses = [(t, v) for t, v in zip(TARGETS, verdicts, strict=True) if v["status"] == "missed" and t["why"]]
+    if misses:
+        out += ["", "Why each miss happens:", ""]
+        out += [f"- **{t['what']}**: {t['why']}" for t, _ in misses]
+    if any(v["status"] == "not measured" for v in verdicts):
+        out += [
+            "",
+            f"Worker figures: {largest['worker']['status']} ({largest['worker']['detail']}). The harness "
+            "(`zm_roi.bench.measure.worker`) reports them once roi.claim_judgment and roi.record_verdict exist.",
+        ]
+    if len(sizes) > 1:
+        out += ["", "## Cost curve (p50 ms)", ""]
+        curve = [
+            ("recall, pinned project", ("recall", "pinned_project", "p50")),
+            ("recall, pinned team", ("recall", "pinned_team", "p50")),
+            ("recall, pinned personal", ("recall", "pinned_personal", "p50")),
+            ("recall, unpinned", ("recall", "unpinned", "p50")),
+            ("benchmark_memory(), 20 probes", ("benchmark", "rpc", "p50")),
+            ("the same 20 recalls alone (sum)", ("benchmark", "recalls_alone_sum", "p50")),
+            ("client-side loop", ("benchmark", "client_loop", "p50")),
+            ("upkeep, idle", ("upkeep", "idle", "p50")),
+            ("upkeep, refill 1,000 owners", ("upkeep", "refill_all_owners", "p50")),
+            ("upkeep, re-check 1,000 owners", ("upkeep", "recheck_all_owners", "p50")),
+            ("upkeep, one owner's pool", ("upkeep", "fill_one_owner", "p50")),
+        ]
+        out += _table(
+            ["measurement", *(size_name(r["size"]) for r in sizes)],
+            [[label, *(_ms(_dig(r, path)) for r in sizes)] for label, path in curve]
+            + [["benchmark_memory() overhead", *(_pct(r["benchmark"]["overhead_p50"]) for r in sizes)]],
+        )
+    explain = largest.get("explain") or {}
+    out += [
+        "",
+        f"## EXPLAIN (ANALYZE, BUFFERS) of recall at {size_name(largest['size'])}",
+        "",
+        "What recall() runs inside, captured with auto_explain (nested statements) as the user, RLS applied, "
+        "after one warm-up call with the same arguments.",
+    ]
+    for label, plan in explain.items():
+        out += ["", f"### {label.replace('_', ' ')}", "", "```", plan.strip(), "```"]
+    return "\n".join(out) + "\n"
+
+
+def _corpus_table(sizes: list[dict]) -> list[str]:
+    def row(label: str, get) -> list:
+        return [label, *(get(r["corpus"]) for r in sizes)]
+
+    def mix(d: dict) -> str:
+        total = sum(d.values())
+        return ", ".join(f"{k} {v / total:.0%}" for k, v in sorted(d.items(), key=lambda kv: -kv[1]))
+
+    rows = [
+        row("memories", lambda c: f"{c['memories']:,}"),
+        row("users / teams / projects", lambda c: f"{c['users']:,} / {c['teams']} / {c['projects']}"),
+        row(
+            "memberships (team / project)",
+            lambda c: f"{c['team_memberships']:,} / {c['project_memberships']:,}",
+        ),
+        row(
+            "per user: teams / projects",
+            lambda c: f"{c['teams_per_user']} / {c['projects_per_user']}",
+        ),
+        row("members per project", lambda c: c["members_per_project"]),
+        row("scopes", lambda c: mix(c["by_scope"])),
+        row("kinds", lambda c: mix(c["by_kind"])),
+        row("invalidated", lambda c: f"{c['invalidated'] / c['memories']:.1%}"),
+        row("title words (avg)", lambda c: c["title_words_avg"]),
+        row(
+            "body characters (min / avg / max)",
+            lambda c: f"{c['body_chars']['min']} / {c['body_chars']['avg']} / {c['body_chars']['max']}",
+        ),
+        row(
+            "memories per project (p50 / p95 / max)",
+            lambda c: "{p50:,} / {p95:,} / {max:,}".format(**c["memories_per_project"]),
+        ),
+        row("memories per team (p50 / max)", lambda c: "{p50:,} / {max:,}".format(**c["memories_per_team"])),
+        row(
+            "personal memories per user (p50 / max)",
+            lambda c: "{p50:,} / {max:,}".format(**c["personal_memories_per_user"]),
+        ),
+        row("vocabulary (Zipf, s = 1)", lambda c: f"{c['vocabulary']:,} words"),
+        row("table / all indexes / GIN", lambda c: f"{c['table_size']} / {c['indexes_size']} / {c['gin_size']}"),
+    ]
+    rows.append(
+        ["build (s): population, memories, indexes, analyze"]
+        + [", ".join(f"{v}" for v in r["build_seconds"].values()) for r in sizes]
+    )
+    return _table(["", *(size_name(r["size"]) for r in sizes)], rows)
+
+
+def write(run: dict, out_dir: Path) -> tuple[Path, Path]:
+    """Write <date>-<label>.md and .json into `out_dir`; return both paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = f"{run['date']}-{run['label']}"
+    md = out_dir / f"{stem}.md"
+    raw = out_dir / f"{stem}.json"
+    md.write_text(render(run))
+    raw.write_text(json.dumps(run, indent=2, default=str) + "\n")
+    return md, raw

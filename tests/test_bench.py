@@ -1,0 +1,89 @@
+"""`make bench` at a tiny size: the harness runs end to end and writes every section of the report.
+
+Correctness of the harness only. Speed lives in bench/results/, never in an assertion here.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from zm_roi import bench
+from zm_roi.bench import report
+from zm_roi.bench.measure import Plan
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = Plan(recall_calls=6, owners=3, rounds=2, idle_upkeep_calls=3, refill_cycles=1, rotation_cycles=1, round_trips=3)
+SECTIONS = (
+    "## Machine",
+    "## PostgreSQL",
+    "## Corpus",
+    "## Measurements at 2,000 memories",
+    "### Recall cost by layer size",
+    "## Targets (set for 1M memories; measured at 2,000)",
+    "## EXPLAIN (ANALYZE, BUFFERS) of recall at 2,000",
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> tuple[Path, dict]:
+    """One bench run at 2,000 memories on its own throwaway cluster."""
+    out = tmp_path_factory.mktemp("bench-results")
+    md, raw = bench.run(ROOT, [2000], "tiny", out, plan=TINY, command="pytest", say=lambda _: None)
+    return md, json.loads(raw.read_text())
+
+
+def test_the_report_has_every_section(tiny_run):
+    md, _ = tiny_run
+    text = md.read_text()
+    for heading in SECTIONS:
+        assert heading in text, f"missing section {heading!r}"
+    assert "worker" in text and "not measured: worker not present" in text
+
+
+def test_the_corpus_has_the_shape_the_issue_asks_for(tiny_run):
+    corpus = tiny_run[1]["sizes"][0]["corpus"]
+    assert corpus["memories"] == 2000
+    assert (corpus["users"], corpus["teams"], corpus["projects"]) == (1000, 50, 500)
+    knowledge = sum(n for kind, n in corpus["by_kind"].items() if kind != "episode")
+    assert 0.5 < knowledge / corpus["memories"] < 0.7, "about 60% knowledge"
+    assert set(corpus["by_scope"]) == {"personal", "project", "team"}
+    assert corpus["body_chars"]["min"] >= 140 and corpus["body_chars"]["max"] <= 600
+
+
+def test_every_measurement_made_its_calls(tiny_run):
+    size = tiny_run[1]["sizes"][0]
+    for mode in ("pinned_project", "pinned_team", "pinned_personal", "unpinned"):
+        assert size["recall"][mode]["n"] > 0, mode
+    runs = size["benchmark"]
+    calls = TINY.owners * TINY.rounds
+    assert runs["rpc"]["n"] == calls and runs["client_loop"]["n"] == calls
+    assert runs["statuses"].get("started", 0) + runs["statuses"].get("empty", 0) == TINY.owners + calls
+    assert runs["statuses"].get("client_loop_started", 0) + runs["statuses"].get("client_loop_empty", 0) == calls
+    upkeep = size["upkeep"]
+    refill = next(c for c in upkeep["cycles"] if c["kind"] == "refill")
+    assert upkeep["owners"] == 1000
+    # Upkeep visits every owner with a pool (at 2,000 memories a few users see no knowledge at all).
+    assert refill["owners"] == upkeep["pools"]["owners"] > 900
+    assert refill["added"] > 0 and refill["failures"] == 0
+    assert upkeep["idle_outcome"]["owners"] == 0, "the idle cycle had nothing to do"
+    assert size["worker"]["status"] == "not measured: worker not present"
+
+
+def test_the_explain_is_the_plan_recall_runs_inside(tiny_run):
+    explain = tiny_run[1]["sizes"][0]["explain"]
+    assert set(explain) == {"pinned_project", "unpinned"}
+    for plan in explain.values():
+        assert "on memories" in plan and "Buffers:" in plan
+
+
+def test_several_sizes_render_a_cost_curve(tiny_run):
+    results = copy.deepcopy(tiny_run[1])
+    bigger = copy.deepcopy(results["sizes"][0])
+    bigger["size"] = 4000
+    results["sizes"].append(bigger)
+    text = report.render(results)
+    assert "## Cost curve (p50 ms)" in text and "| measurement | 2,000 | 4,000 |" in text
