@@ -16,7 +16,17 @@ from zm_roi.bench import report
 from zm_roi.bench.measure import Plan
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = Plan(recall_calls=6, owners=3, rounds=2, idle_upkeep_calls=3, refill_cycles=1, rotation_cycles=1, round_trips=3)
+TINY = Plan(
+    recall_calls=6,
+    owners=3,
+    rounds=2,
+    idle_upkeep_calls=3,
+    refill_cycles=1,
+    rotation_cycles=1,
+    round_trips=3,
+    queue_rows=20,
+    drain_rows=40,
+)
 SECTIONS = (
     "## Machine",
     "## PostgreSQL",
@@ -41,7 +51,7 @@ def test_the_report_has_every_section(tiny_run):
     text = md.read_text()
     for heading in SECTIONS:
         assert heading in text, f"missing section {heading!r}"
-    assert "worker" in text and "not measured: worker not present" in text
+    assert "worker queue cost per row" in text and "4 worker processes draining 40 judgments" in text
 
 
 def test_the_corpus_has_the_shape_the_issue_asks_for(tiny_run):
@@ -70,7 +80,12 @@ def test_every_measurement_made_its_calls(tiny_run):
     assert refill["owners"] == upkeep["pools"]["owners"] > 900
     assert refill["added"] > 0 and refill["failures"] == 0
     assert upkeep["idle_outcome"]["owners"] == 0, "the idle cycle had nothing to do"
-    assert size["worker"]["status"] == "not measured: worker not present"
+    worker = size["worker"]
+    assert worker["status"] == "measured" and worker["queue_cost"]["n"] == TINY.queue_rows
+    assert {count: (d["judged"], d["left_in_queue"], d["exit_codes"]) for count, d in worker["drains"].items()} == {
+        count: (TINY.drain_rows, 0, [0] * int(count)) for count in ("1", "2", "4")
+    }, "every queued judgment drained, by workers that exited cleanly"
+    assert 0 < worker["peak_rss_mb"] < 2000
 
 
 def test_the_explain_is_the_plan_recall_runs_inside(tiny_run):

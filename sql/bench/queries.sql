@@ -224,3 +224,40 @@ set auto_explain.log_buffers = on;
 set auto_explain.log_timing = on;
 set auto_explain.log_level = notice;
 set client_min_messages = notice;
+
+-- ============================================================================================
+-- The worker's queue: runs of 20 judgments queued for many owners at once, as start_run() leaves
+-- them in LLM mode (the probes are synthetic: the worker never reads memories anyway).
+-- ============================================================================================
+
+-- name: seed_judgments
+with owners as (
+  select u.id from auth.users u order by u.id limit %(runs)s
+), new_runs as (
+  insert into roi.runs (owner_id, mode, probe_count)
+  select o.id, 'llm', %(per_run)s from owners o
+  returning id, owner_id
+), pending as (
+  insert into roi.pending_runs (run_id, owner_id, started_at)
+  select r.id, r.owner_id, now() from new_runs r
+), new_probes as (
+  insert into roi.probes (owner_id, memory_id, source_kind, source_scope, source_title, source_body,
+                          question, state, activated_at)
+  select r.owner_id, gen_random_uuid(), 'decision', 'personal', 'Bench decision ' || g,
+         'The body of bench decision ' || g || ': we chose the second option for its lower cost.',
+         'Which option did bench decision ' || g || ' choose?', 'active', now()
+  from new_runs r, generate_series(1, %(per_run)s) g
+  returning id, owner_id
+), snapshots as (
+  insert into roi.recalls (run_id, probe_id, owner_id, surfaced_ids, surfaced)
+  select r.id, p.id, p.owner_id, '{}', '[]' from new_probes p join new_runs r on r.owner_id = p.owner_id
+)
+insert into roi.judgments (run_id, probe_id, owner_id)
+select r.id, p.id, p.owner_id from new_probes p join new_runs r on r.owner_id = p.owner_id;
+
+-- name: queued_judgments
+select count(*) from roi.judgments;
+
+-- name: drain_span_ms
+select extract(epoch from max(v.recorded_at) - min(v.recorded_at)) * 1000, count(*)
+from roi.verdicts v where v.judged_by = 'llm' and v.recorded_at >= %(since)s;

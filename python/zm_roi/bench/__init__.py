@@ -7,6 +7,7 @@ worker, then writes bench/results/<date>-<size>.md and .json. See bench/README.m
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import os
 from collections.abc import Callable
@@ -40,7 +41,11 @@ def measure_size(root: Path, size: int, seed: int, plan: Plan, say: Callable[[st
         bench = measure.benchmark(url, seed, plan)
         say("measuring: upkeep")
         upkeep = measure.upkeep(url, plan)
-        worker = measure.worker(url)
+        worker = (
+            measure.worker(url, plan, say)
+            if plan.worker
+            else {"status": "measured at the largest size only", "detail": "the queue does not read memories"}
+        )
         explain = measure.explain_recall(url, sample) if sample else {}
     return {
         "size": size,
@@ -81,7 +86,8 @@ def run(
     }
     for size in sizes:
         say(f"== {size:,} memories ==")
-        results["sizes"].append(measure_size(root, size, seed, plan or Plan(), say))
+        this_plan = dataclasses.replace(plan or Plan(), worker=(plan or Plan()).worker and size == sizes[-1])
+        results["sizes"].append(measure_size(root, size, seed, this_plan, say))
     finished = datetime.datetime.now(datetime.UTC)
     results["finished_at"] = finished.isoformat(timespec="seconds")
     results["seconds"] = round((finished - started).total_seconds(), 1)

@@ -37,6 +37,9 @@ class Plan:
     rotation_cycles: int = 2  # upkeep cycles that top up every owner after a rotation of 3
     recheck_cycles: int = 2  # upkeep cycles after a memory changed somewhere, with nothing to top up
     round_trips: int = 200
+    queue_rows: int = 1000  # rows claimed and recorded with no model, for the queue cost
+    drain_rows: int = 10_000  # judgments each of the 1, 2 and 4 worker drains works through
+    worker: bool = True  # measured once per report, at the largest size
 
 
 def _recall_samples(conn: psycopg.Connection, seed: int, n: int) -> dict[str, list[dict]]:
@@ -264,25 +267,11 @@ def explain_recall(url: str, sample: dict) -> dict:
     return plans
 
 
-def worker(url: str) -> dict:
-    """The worker's queue cost per row, 1/2/4 workers draining 10,000 judgments, its peak memory.
+def worker(url: str, plan: Plan, say=print) -> dict:
+    """The worker's queue cost per row, 1/2/4 workers draining 10,000 judgments, its peak memory."""
+    from zm_roi.bench import queue
 
-    The worker (issue 4) is built in another branch. Once roi.claim_judgment and roi.record_verdict
-    exist this is where the measurement plugs in: queue 10,000 judgments (500 owners' LLM-mode runs
-    of 20), time claim + record with a zero-latency mocked model per row, time 1, 2 and 4 worker
-    processes draining the queue, and read each process's VmHWM for its peak memory.
-    """
-    with psycopg.connect(url) as conn:
-        verbs = conn.execute(bench_query("worker_verbs")).fetchone()[0] or []
-    if set(verbs) != {"claim_judgment", "record_verdict"}:
-        return {
-            "status": "not measured: worker not present",
-            "detail": f"roi.claim_judgment and roi.record_verdict do not both exist (found: {verbs or 'none'})",
-        }
-    return {
-        "status": "not measured: worker present but the harness is not wired yet",
-        "detail": "see zm_roi.bench.measure.worker: wire the claim/record loop and the worker command",
-    }
+    return queue.measure(url, plan.queue_rows, plan.drain_rows, say)
 
 
 def as_json(value) -> str:

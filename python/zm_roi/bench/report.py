@@ -214,7 +214,27 @@ def _measurement_rows(r: dict) -> list[list]:
         _series_row("upkeep, one owner's empty pool filled", upkeep["fill_one_owner"], "roi.upkeep_owner(), per owner"),
     ]
     worker = r["worker"]
-    rows.append(["worker: queue cost, drain with 1/2/4 workers, peak memory", 0, "–", "–", worker["status"]])
+    if worker["status"] != "measured":
+        rows.append(["worker: queue cost, drain with 1/2/4 workers, peak memory", 0, "–", "–", worker["status"]])
+        return rows
+    rows.append(
+        _series_row(
+            "worker queue cost per row (claim + usage + verdict, no model)",
+            worker["queue_cost"],
+            "as roi_worker, one row at a time",
+        )
+    )
+    for count, drained in worker["drains"].items():
+        rows.append(
+            [
+                f"{count} worker process{'es' if count != '1' else ''} draining {drained['judged']:,} judgments",
+                1,
+                f"{drained['ms']:,.0f}",
+                "–",
+                f"first to last verdict; zero-latency local endpoint via litellm; peak {drained['peak_rss_mb']} MB; "
+                f"{drained['left_in_queue']} left queued",
+            ]
+        )
     return rows
 
 
@@ -308,11 +328,7 @@ def render(run: dict) -> str:
         out += ["", "Why each miss happens:", ""]
         out += [f"- **{t['what']}**: {t['why']}" for t, _ in misses]
     if any(v["status"] == "not measured" for v in verdicts):
-        out += [
-            "",
-            f"Worker figures: {largest['worker']['status']} ({largest['worker']['detail']}). The harness "
-            "(`zm_roi.bench.measure.worker`) reports them once roi.claim_judgment and roi.record_verdict exist.",
-        ]
+        out += ["", f"Worker figures: {largest['worker']['status']} ({largest['worker']['detail']})."]
     if len(sizes) > 1:
         out += ["", "## Cost curve (p50 ms)", ""]
         curve = [

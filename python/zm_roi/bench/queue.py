@@ -1,0 +1,183 @@
+"""The worker's side of the bench: the queue cost per row (claim + record, no model), the time 1, 2
+and 4 `zm-roi worker` processes take to drain 10,000 queued judgments from a zero-latency
+OpenAI-compatible endpoint on 127.0.0.1, and each process's peak memory (VmHWM)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import psycopg
+from psycopg.conninfo import make_conninfo
+from psycopg.rows import dict_row
+
+from zm_roi import localdb
+from zm_roi.bench.sql import bench_query
+from zm_roi.bench.timing import Series
+from zm_roi.queries import query
+
+VERDICT = json.dumps({"with_memory": True, "without_memory": False, "confidence": 0.9, "reason": "bench"})
+PER_RUN = 20
+
+
+class InstantModel(ThreadingHTTPServer):
+    """An OpenAI-compatible chat endpoint that answers every judgment at once, with reported usage."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Answer)
+        self.url = f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+
+class _Answer(BaseHTTPRequestHandler):
+    def do_POST(self):  # noqa: N802 - http.server's naming
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        reply = json.dumps(
+            {
+                "id": "bench",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body["model"],
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": VERDICT}, "finish_reason": "stop"}
+                ],
+                "usage": {"prompt_tokens": 200, "completion_tokens": 30, "total_tokens": 230},
+            }
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def log_message(self, *args):
+        pass
+
+
+def seed(url: str, rows: int) -> None:
+    with psycopg.connect(url) as conn:
+        conn.execute(bench_query("seed_judgments"), {"runs": rows // PER_RUN, "per_run": PER_RUN})
+
+
+def queue_cost(url: str, worker_url: str, rows: int = 1000) -> dict:
+    """Claim + record per row, as the worker role, with no model in between: what the queue costs."""
+    seed(url, rows)
+    series = Series()
+    with psycopg.connect(worker_url, autocommit=True, row_factory=dict_row) as conn:
+        for _ in range(rows):
+            started = time.perf_counter()
+            job = conn.execute(query("claim_judgment")).fetchone()
+            with conn.transaction():
+                conn.execute(
+                    query("record_usage"),
+                    {
+                        "owner_id": job["owner_id"],
+                        "purpose": "judgment",
+                        "model": "bench",
+                        "run_id": job["run_id"],
+                        "probe_id": job["probe_id"],
+                        "input_tokens": 200,
+                        "output_tokens": 30,
+                        "byok": False,
+                    },
+                )
+                conn.execute(
+                    query("record_verdict"),
+                    {
+                        "run_id": job["run_id"],
+                        "probe_id": job["probe_id"],
+                        "with_memory": True,
+                        "without_memory": False,
+                        "confidence": 0.9,
+                        "reason": "bench",
+                    },
+                )
+            series.add((time.perf_counter() - started) * 1000)
+    return series.summary(raw=False)
+
+
+def _peak_rss_mb(pid: int) -> float | None:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return None
+
+
+def drain(url: str, worker_url: str, workers: int, rows: int, model: InstantModel) -> dict:
+    """`workers` processes of `zm-roi worker --once` on 10,000 fresh judgments. The drain time is the
+    span from the first verdict to the last, so the processes' start-up (importing litellm) is left out."""
+    with psycopg.connect(url) as conn:
+        since = conn.execute("select clock_timestamp()").fetchone()[0]
+    seed(url, rows)
+    env = {
+        **os.environ,
+        "ZM_WORKER_DB_URL": worker_url,
+        "ZM_JUDGE_MODEL": "openai/bench-judge",
+        "ZM_GENERATION_MODEL": "openai/bench-generator",
+        "OPENAI_API_KEY": "sk-bench",
+        "OPENAI_API_BASE": model.url,
+        "NO_PROXY": "127.0.0.1,localhost",
+    }
+    env.pop("OPENAI_BASE_URL", None)
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "zm_roi.cli", "worker", "--once"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(workers)
+    ]
+    peaks = {p.pid: 0.0 for p in processes}
+    while any(p.poll() is None for p in processes):
+        for p in processes:
+            peaks[p.pid] = max(peaks[p.pid], _peak_rss_mb(p.pid) or 0.0)
+        time.sleep(0.2)
+    with psycopg.connect(url) as conn:
+        span_ms, judged = conn.execute(bench_query("drain_span_ms"), {"since": since}).fetchone()
+        left = conn.execute(bench_query("queued_judgments")).fetchone()[0]
+    return {
+        "workers": workers,
+        "ms": round(float(span_ms or 0), 1),
+        "judged": judged,
+        "left_in_queue": left,
+        "exit_codes": [p.returncode for p in processes],
+        "peak_rss_mb": round(max(peaks.values()), 1),
+    }
+
+
+def measure(url: str, queue_rows: int, drain_rows: int, say=print) -> dict:
+    """Everything the report shows for the worker."""
+    worker_url = make_conninfo(url, user="roi_worker", password=localdb.WORKER_PASSWORD)
+    say("measuring: worker queue cost per row")
+    cost = queue_cost(url, worker_url, queue_rows)
+    model = InstantModel()
+    threading.Thread(target=model.serve_forever, daemon=True).start()
+    runs = {}
+    try:
+        for workers in (1, 2, 4):
+            say(f"measuring: {workers} worker process(es) draining {drain_rows:,} judgments")
+            runs[str(workers)] = drain(url, worker_url, workers, drain_rows, model)
+    finally:
+        model.shutdown()
+        model.server_close()
+    return {
+        "status": "measured",
+        "detail": f"queue cost over {cost['n']} rows; drains of {drain_rows:,} judgments",
+        "queue_cost": cost,
+        "queue_cost_per_row_ms": cost["p50"],
+        "drains": runs,
+        "drain_ms": {k: v["ms"] for k, v in runs.items()},
+        "peak_rss_mb": max(v["peak_rss_mb"] for v in runs.values()),
+    }
