@@ -91,34 +91,16 @@ begin
 end
 $$;
 
--- Fill the caller's pool up to the target from never-probed live knowledge, newest first, selected
--- as the caller. Unchanged from roi_benchmark except where candidates come from: the newest few of
--- each layer the caller reads (personal, each member project, each member team), each read in
--- created_at order from that layer's partial index and stopped as soon as it has enough, then
--- merged. The newest `wanted` overall are among the newest `wanted` of some layer, so the choice is
--- the same as before; the cost no longer grows with the corpus, only with the caller's layers.
-create or replace function roi.top_up_pool() returns integer
-  language plpgsql volatile security invoker set search_path = ''
+-- The caller's never-probed live knowledge, newest first, at most `wanted`: the newest few of each
+-- layer the caller reads (personal, each member project, each member team), each read in created_at
+-- order from that layer's partial index and stopped as soon as it has enough, then merged. The
+-- newest `wanted` overall are among the newest `wanted` of some layer, so the choice is the same as
+-- a scan through RLS would make; the cost grows with the caller's layers, not with the corpus.
+-- Shared by top-up (what to add) and rotation (whether anything fresh exists).
+create function roi.never_probed_knowledge(wanted integer) returns setof public.memories
+  language sql stable security invoker set search_path = ''
 as $$
-declare
-  config roi.settings;
-  counts record;
-  wanted integer;
-  added integer;
-begin
-  select * into config from roi.settings;
-  select * into counts from roi.pool_counts();
-  if counts.active + counts.pending >= config.pool_target then
-    return 0;
-  end if;
-  wanted := config.pool_target - counts.active - counts.pending;
-  insert into roi.probes (owner_id, memory_id, source_kind, source_scope, source_title, source_body,
-                          pin_project_id, pin_team_id, question, state, activated_at)
-  select (select auth.uid()), m.id, m.kind, m.scope, m.title, m.body, m.project_id, m.team_id,
-         q.question,
-         case when q.question is null then 'pending' else 'active' end,
-         case when q.question is null then null else now() end
-  from (
+  select m.* from (
     (select v.* from public.memories v
      where v.scope = 'personal' and v.invalidated_at is null and v.author_id = (select auth.uid())
        and v.kind in ('decision', 'gotcha', 'convention')
@@ -146,12 +128,36 @@ begin
       limit wanted
     ) v
   ) m
+  order by m.created_at desc, m.id
+  limit wanted
+$$;
+
+-- Fill the caller's pool up to the target from never-probed live knowledge, newest first, selected
+-- as the caller. Unchanged from roi_benchmark except where candidates come from (above).
+create or replace function roi.top_up_pool() returns integer
+  language plpgsql volatile security invoker set search_path = ''
+as $$
+declare
+  config roi.settings;
+  counts record;
+  added integer;
+begin
+  select * into config from roi.settings;
+  select * into counts from roi.pool_counts();
+  if counts.active + counts.pending >= config.pool_target then
+    return 0;
+  end if;
+  insert into roi.probes (owner_id, memory_id, source_kind, source_scope, source_title, source_body,
+                          pin_project_id, pin_team_id, question, state, activated_at)
+  select (select auth.uid()), m.id, m.kind, m.scope, m.title, m.body, m.project_id, m.team_id,
+         q.question,
+         case when q.question is null then 'pending' else 'active' end,
+         case when q.question is null then null else now() end
+  from roi.never_probed_knowledge(config.pool_target - counts.active - counts.pending) m
   cross join lateral (
     select case when config.extractor = 'deterministic'
       then roi.template_question(m.kind, m.title, m.body) end as question
   ) q
-  order by m.created_at desc, m.id
-  limit wanted
   on conflict (owner_id, memory_id) do nothing;
   get diagnostics added = row_count;
   if added > 0 and config.extractor = 'llm' then
@@ -160,3 +166,47 @@ begin
   return added;
 end
 $$;
+
+-- After a completed run: retire a few of the longest-serving probes, but only when never-probed
+-- knowledge exists to replace them. Unchanged from roi_benchmark except that "does fresh knowledge
+-- exist" now reads the caller's layers through their indexes, not every memory through RLS.
+create or replace function roi.rotate_pool(completed_run uuid) returns integer
+  language plpgsql volatile security invoker set search_path = ''
+as $$
+declare
+  config roi.settings;
+  fresh integer;
+  retired integer := 0;
+begin
+  if exists (select from roi.rotations r where r.run_id = completed_run) then
+    delete from roi.pending_runs pr where pr.run_id = completed_run;
+    return 0;
+  end if;
+  select * into config from roi.settings;
+  select count(*) into fresh from roi.never_probed_knowledge(config.rotation_per_run);
+  if fresh > 0 then
+    with longest_serving as (
+      select p.id from roi.probes p
+      where p.owner_id = (select auth.uid()) and p.state = 'active'
+      order by p.runs_served desc, p.activated_at, p.id
+      limit fresh
+    )
+    update roi.probes p
+    set state = 'retired', retired_reason = 'rotated', retired_at = now()
+    from longest_serving l
+    where p.id = l.id;
+    get diagnostics retired = row_count;
+  end if;
+  insert into roi.rotations (run_id, owner_id, retired_count)
+  values (completed_run, (select auth.uid()), retired)
+  on conflict (run_id) do nothing;
+  delete from roi.pending_runs pr where pr.run_id = completed_run;
+  return retired;
+end
+$$;
+
+-- ============================================================================================
+-- Grants
+-- ============================================================================================
+revoke execute on function roi.never_probed_knowledge(integer) from public;
+grant execute on function roi.never_probed_knowledge(integer) to authenticated;
