@@ -275,12 +275,21 @@ def push_migrations(root: Path, url: str) -> str:
     return result.stdout + result.stderr
 
 
-def prepare_database(cluster: Cluster, root: Path) -> str:
-    """Compat layer, then migrations, then the local login passwords. Idempotent."""
+def apply_schema_files(root: Path, url: str) -> str:
+    """Build the schema from the declarative files (`supabase/schemas/*.sql`, in name order) instead of
+    the migrations; tests compare the two databases."""
+    for path in sorted((root / "supabase" / "schemas").glob("*.sql")):
+        apply_sql_file(url, path)
+    return ""
+
+
+def prepare_database(cluster: Cluster, root: Path, migrate=push_migrations) -> str:
+    """Compat layer, then migrations (or `migrate`, e.g. apply_schema_files), then the local login
+    passwords. Idempotent."""
     apply_sql_file(cluster.url(), root / "sql" / "supabase_compat.sql")
     with psycopg.connect(cluster.url(), autocommit=True) as conn:
         conn.execute(f"alter role authenticator with login password '{AUTHENTICATOR_PASSWORD}'")
-    output = push_migrations(root, cluster.url())
+    output = migrate(root, cluster.url())
     with psycopg.connect(cluster.url(), autocommit=True) as conn:
         exists = conn.execute("select 1 from pg_roles where rolname = 'roi_worker'").fetchone()
         if exists:
