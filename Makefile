@@ -12,7 +12,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SIZE ?= 100k
 SEED ?= 42
 
-.PHONY: install install-test apt demo test lint bench clean
+.PHONY: install install-test apt demo test lint bench migration-checksums clean
 
 install: $(VENV)/.installed node_modules/.installed
 	@$(MAKE) --no-print-directory apt PACKAGES="$(APT_RUNTIME)"
@@ -54,6 +54,13 @@ bench: install
 lint: install
 	@$(VENV)/bin/ruff check python tests
 	@$(VENV)/bin/ruff format --check python tests
+
+# Appends the checksum of every migration not yet in supabase/migrations.sha256; never rewrites a line
+# (tests/test_schema_files.py fails when a recorded migration changes).
+migration-checksums:
+	@cd supabase/migrations && touch ../migrations.sha256 && for f in *.sql; do \
+		cut -d' ' -f3- ../migrations.sha256 | grep -qxF -- "$$f" || sha256sum -- "$$f" >> ../migrations.sha256; \
+	done
 
 clean:
 	rm -rf $(VENV) node_modules .zm
