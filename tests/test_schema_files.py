@@ -87,6 +87,20 @@ def schema_dump(cluster: localdb.Cluster) -> list[str]:
     return lines + sorted(grants)
 
 
+def named_hunks(expected: list[str], diff) -> list[str]:
+    """The unified diff with each hunk header followed by the object it is in (pg_dump's `-- Name:`
+    line), so a change deep inside a long function body still says which function."""
+    out = []
+    for line in diff:
+        out.append(line)
+        if line.startswith("@@ -"):
+            start = int(line[4:].split(",")[0].split(" ")[0])
+            name = next((e for e in reversed(expected[: start + 3]) if e.startswith("-- Name: ")), None)
+            if name:
+                out.append(f"   (in {name[len('-- Name: ') :]})")
+    return out
+
+
 def facts(cluster: localdb.Cluster) -> dict[str, list[tuple]]:
     with psycopg.connect(cluster.url()) as conn:
         return {name: conn.execute(sql).fetchall() for name, sql in FACTS.items()}
@@ -97,7 +111,7 @@ def test_schema_files_build_the_database_the_migrations_build(both_builds):
     expected, actual = schema_dump(from_migrations), schema_dump(from_schemas)
     assert any("CREATE FUNCTION public.benchmark_memory()" in line for line in expected), "the dump is empty"
     labels = ("built from supabase/migrations", "built from supabase/schemas")
-    diff = "\n".join(difflib.unified_diff(expected, actual, *labels, n=4, lineterm=""))
+    diff = "\n".join(named_hunks(expected, difflib.unified_diff(expected, actual, *labels, n=4, lineterm="")))
     assert expected == actual, (
         "supabase/schemas/ and supabase/migrations/ disagree (pg_dump of each; fix the side that is wrong, "
         "and change SQL with a new migration AND the schema file):\n" + diff
