@@ -3,8 +3,8 @@
 -- here AND into a new migration (README, "Changing the schema"); tests/test_schema_files.py builds a
 -- database from each and prints any difference.
 --
--- The memory substrate: teams, projects, their members, the memories agents write, the recall
--- that reads them as the caller, and the usage events every model call leaves behind.
+-- The memory substrate: teams, projects, their members, the memories agents write, and the usage
+-- events every model call leaves behind. The recall that reads memories as the caller: 20_recall.sql.
 --
 -- Visibility rule (the public contract): a user sees their own personal memories, the memories of
 -- projects they are a member of and those of teams they are a member of. Row-level security carries
