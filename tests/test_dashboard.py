@@ -15,12 +15,13 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from tests.browser import Dom, open_page
 from tests.conftest import ROOT
 from tests.support import activate_pending_probes, add_memories, benchmark_user, extractor, knowledge
-from zm_roi import dashboard, tokens
+from zm_roi import dashboard, demo, mcp_server, tokens
 from zm_roi.importer import MemoryLine
 from zm_roi.transport import LocalTransport
 
@@ -91,6 +92,7 @@ def test_one_run_shows_the_rate_large_with_its_interval_and_no_sparkline(cluster
     assert dom.text("hint") == tile["hint"] == "6 of 6 questions a bare agent could not answer"
     assert not dom.has("sparkline"), "a trend needs two completed runs"
     assert not dom.has("judging")
+    assert dom.text("caveat") == tile["caveat"] and "upper bound" in tile["caveat"], "deterministic: what it bounds"
     assert len(run_rows(dom)) == 1, "only the caller's own run"
 
 
@@ -182,33 +184,38 @@ def test_the_cli_writes_the_page_or_says_in_one_line_why_not(cluster, email, tmp
     assert not (tmp_path / "no.html").exists()
 
 
-class Canned:
-    """A transport with fixed answers, for states that are slow or odd to reach through SQL."""
+def skip_every_question_of_the_open_run(db_url: str, user_id) -> None:
+    """What the worker does when the judge fails for every question: skipped verdicts, then the run closes."""
+    with psycopg.connect(db_url) as conn:
+        run_id = conn.execute(
+            """insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, skipped, skip_reason, judged_by)
+               select j.run_id, j.probe_id, j.owner_id, p.memory_id, true, 'judge_failed', 'llm'
+               from roi.judgments j join roi.probes p on p.id = j.probe_id where j.owner_id = %s
+               returning run_id""",
+            (user_id,),
+        ).fetchone()[0]
+        assert conn.execute("select roi.close_run_if_done(%s)", (run_id,)).fetchone()[0]
 
-    def __init__(self, tile: dict | None, runs: list[dict]) -> None:
-        self._tile, self._runs = tile, runs
 
-    def tile(self) -> dict | None:
-        return self._tile
-
-    def runs(self) -> list[dict]:
-        return self._runs
-
-
-def test_a_run_whose_every_question_was_skipped_shows_no_score_rather_than_judging_forever():
-    run = {
-        "run_id": "r1",
-        "started_at": "2026-11-30T10:00:00+00:00",
-        "status": "complete",
-        "probe_count": 5,
-        "judged_count": 0,
-        "skipped_count": 5,
-        "exclusive_count": 0,
-        "exclusive_rate": None,
-    }
-    tile = {"state": "ready", "exclusive_rate": None, "hint": "Judging 5 questions from your memory…", "trend": []}
-    dom = Dom(dashboard.render(Canned(tile, [run])))
+def test_a_run_whose_every_question_was_skipped_shows_no_score_rather_than_judging_forever(cluster, email, tmp_path):
+    # Before the fix the view said state 'ready' with "Judging 5 questions…" for this run, forever.
+    db = cluster.url()
+    with extractor(db, "llm"), benchmark_user(cluster, email, knowledge(5)) as me:
+        transport = local(cluster, me)
+        assert transport.benchmark_memory()["status"] == "generating"
+        activate_pending_probes(db, me.id)
+        assert transport.benchmark_memory()["status"] == "started"
+        skip_every_question_of_the_open_run(db, me.id)
+        tile = transport.tile()
+        dom = open_page(tmp_path, "no-score", render_to_file(transport, tmp_path, "no-score"))
+    assert tile["state"] == "no_score"
+    assert dom.find("section", id="tile")[0]["data-state"] == "no_score"
     assert dom.text("unscored") == "No score yet"
-    assert not dom.has("judging") and not dom.has("rate")
+    assert dom.text("hint") == tile["hint"], "the page says what the view says"
+    assert "Judging" not in dom.all_text() and "run benchmark_memory again" in tile["hint"]
+    assert not dom.has("judging") and not dom.has("rate") and not dom.has("caveat")
+    assert not dom.find("meta", **{"http-equiv": "refresh"}), "nothing is being judged: no refresh loop"
     assert not re.search(r"\d+\s*%", dom.all_text())
     assert "0 of 5 (5 skipped)" in dom.text("runs")
+    assert mcp_server.tile_sentence(tile) == tile["hint"], "the MCP reply says what the view says"
+    assert demo.describe_tile(tile) == ["  state: no_score", f"  {tile['hint']}"]

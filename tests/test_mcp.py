@@ -140,6 +140,7 @@ def test_a_deterministic_run_starts_at_once_and_the_results_tool_shows_the_score
     assert score["state"] == "ready" and score["judged_count"] == 6
     assert score["exclusive_rate_low"] <= score["exclusive_rate"] <= score["exclusive_rate_high"]
     assert text_of(tile).startswith(f"Only memory knows {round(score['exclusive_rate'] * 100)}% (95% interval ")
+    assert text_of(tile).endswith(score["caveat"]) and "upper bound" in score["caveat"], "the view's caveat"
 
 
 def test_a_user_without_knowledge_gets_empty(cluster, email, tmp_path):

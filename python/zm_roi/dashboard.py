@@ -80,6 +80,7 @@ def view_model(tile: dict | None, runs: list[dict]) -> dict:
         "low": pct(tile.get("exclusive_rate_low")),
         "high": pct(tile.get("exclusive_rate_high")),
         "hint": tile.get("hint") or "",
+        "caveat": tile.get("caveat"),
         "exclusive_count": tile.get("exclusive_count"),
         "judged_count": tile.get("judged_count"),
         "judging": tile["state"] == "judging",

@@ -107,17 +107,21 @@ def wait_for_verdicts(transport: LocalTransport, llm: bool, timeout: float = 120
 
 
 def describe_tile(tile: dict) -> list[str]:
+    """The tile as public.roi_benchmark_tile words it: state, hint and (deterministic mode) its caveat."""
     if tile.get("exclusive_rate") is None:
         return [f"  state: {tile['state']}", f"  {tile['hint']}"]
     rate = round(float(tile["exclusive_rate"]) * 100)
     low, high = (round(float(tile[key]) * 100) for key in ("exclusive_rate_low", "exclusive_rate_high"))
     trend = ", ".join(f"{round(float(r) * 100)}%" for r in tile["trend"])
-    return [
+    lines = [
         "  Only memory knows",
         f"  exclusive rate: {rate}%  (95% interval {low}–{high}%)",
         f"  {tile['hint']}",
         f"  trend of completed runs: {trend}",
     ]
+    if tile.get("caveat"):
+        lines.append(f"  ({tile['caveat']})")
+    return lines
 
 
 def run_demo(config: Settings, db_up) -> Path:
@@ -146,9 +150,6 @@ def run_demo(config: Settings, db_up) -> Path:
     transport = LocalTransport(db_url, cluster.jwt_secret(), token)
     tile = wait_for_verdicts(transport, llm)
     print("\n".join(describe_tile(tile)))
-    if not llm:
-        print("  (deterministic mode: a strict retrieval check that never credits a bare agent, so the rate is an")
-        print("   upper bound; set ZM_EXTRACTOR=llm and a model for judged verdicts)")
 
     step(6, "rendering the dashboard")
     page = cluster.home.parent / "dashboard.html"

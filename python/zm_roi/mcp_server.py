@@ -58,7 +58,7 @@ class BenchmarkResult(BaseModel):
 class TileResult(BaseModel):
     """The caller's tile: aggregates only, no question or memory text."""
 
-    state: Literal["invite", "judging", "ready"]
+    state: Literal["invite", "judging", "no_score", "ready"]
     exclusive_rate: float | None = Field(None, description="0..1; null until a judged run exists")
     exclusive_rate_low: float | None = Field(None, description="95% Wilson interval, lower bound")
     exclusive_rate_high: float | None = Field(None, description="95% Wilson interval, upper bound")
@@ -68,6 +68,7 @@ class TileResult(BaseModel):
     latest_run_id: str | None = None
     latest_run_at: str | None = None
     trend: list[float] = Field(default_factory=list, description="exclusive rates of completed runs, oldest first")
+    caveat: str | None = Field(None, description="what deterministic mode's figures bound; null in LLM mode")
     message: str = Field(description="one plain sentence for the user")
 
 
@@ -93,10 +94,9 @@ def percent(rate: float | None) -> str:
 
 
 def tile_sentence(tile: dict) -> str:
-    if tile["state"] == "invite":
-        return "No benchmark yet: ask me to run benchmark_memory to see what only your memory knows."
+    """The tile's own wording (public.roi_benchmark_tile says it; this only strings it together)."""
     if tile.get("exclusive_rate") is None:
-        return f"{tile['hint']} The score appears once they are judged."
+        return tile["hint"]
     sentence = (
         f"Only memory knows {percent(tile['exclusive_rate'])} "
         f"(95% interval {percent(tile.get('exclusive_rate_low'))}–{percent(tile.get('exclusive_rate_high'))}): "
@@ -104,6 +104,8 @@ def tile_sentence(tile: dict) -> str:
     )
     if tile["state"] == "judging":
         sentence += " A newer run is still being judged."
+    if tile.get("caveat"):
+        sentence += f" {tile['caveat']}"
     return sentence
 
 
