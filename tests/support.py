@@ -3,7 +3,9 @@ recorded for them), tokens, SQL run as a user the way PostgREST runs it, and ext
 
 from __future__ import annotations
 
+import time
 import uuid
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -120,3 +122,17 @@ def as_user(db_url: str, user_id: uuid.UUID, sql: str, params: tuple | dict = ()
 
 def benchmark(db_url: str, user_id: uuid.UUID) -> dict:
     return as_user(db_url, user_id, "select public.benchmark_memory() as r")[0]["r"]
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 60.0, fail: bool = True) -> bool:
+    """Poll observable state until `predicate()` holds (never a fixed sleep standing in for it). At the
+    timeout: an assertion error, or False with `fail=False` so a test can record what it measured first."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            assert not fail, (
+                f"timed out after {timeout:.0f} s waiting for {getattr(predicate, '__name__', 'a condition')}"
+            )
+            return False
+        time.sleep(0.05)
+    return True

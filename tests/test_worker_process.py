@@ -122,9 +122,15 @@ def test_a_worker_killed_mid_judgment_loses_nothing_and_doubles_nothing(
     verdicts = fetch(
         db_url, "select probe_id, count(*)::int as n from roi.verdicts where run_id = %s group by 1", (run_id,)
     )
+    # Measured before any assert: a probe without a verdict is lost, a second verdict is a duplicate.
+    reliability.record(
+        "crashes",
+        "worker killed with SIGKILL mid-judgment",
+        tried=2,
+        lost=(2 - len(verdicts)) + sum(v["n"] - 1 for v in verdicts),
+    )
     assert len(verdicts) == 2 and {v["n"] for v in verdicts} == {1}, "one verdict per probe, none twice"
     assert as_user(db_url, owner, "select status from public.roi_benchmark_runs")[0]["status"] == "complete"
-    reliability.record("crashes", "worker killed with SIGKILL mid-judgment", tried=len(verdicts), lost=0)
 
     # The endpoint's own token counts were recorded for the call it answered; the killed call never
     # came back, so it had nothing to report.
