@@ -53,8 +53,9 @@ update roi.settings set extractor = %(extractor)s returning extractor;
 -- name: get_extractor
 select extractor from roi.settings;
 
--- name: user_exists
-select exists (select from auth.users where id = %(user_id)s);
+-- Run as the token's user (after act_as_user): RLS lets a user see their own auth.users row only.
+-- name: caller_exists
+select exists (select from auth.users where id = (select auth.uid()));
 
 -- name: benchmark_memory
 select public.benchmark_memory();

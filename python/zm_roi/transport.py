@@ -44,25 +44,15 @@ class LocalTransport:
     """psycopg to the embedded (or ZM_DB_URL) database, doing PostgREST's job per call."""
 
     def __init__(self, db_url: str, jwt_secret: str, token: str | None) -> None:
-        self.db_url = db_url
         self.jwt_secret = jwt_secret
         self.token = token
-        # PostgREST's own login: it can become `authenticated` and nothing more.
+        # PostgREST's own login: it can become `anon` or `authenticated` and nothing more. The URL it was
+        # given is only a host to reach: its (superuser) credentials are never used.
         self.authenticator_url = make_conninfo(db_url, user="authenticator", password=localdb.AUTHENTICATOR_PASSWORD)
 
     def claims(self) -> dict:
-        """Verified claims of a user who exists. The signature is checked before any connection opens."""
-        claims = tokens.verify(self.token, self.jwt_secret)
-        # Supabase Auth only signs tokens for its users; a token for a removed user would otherwise look
-        # like a user with no memories ("empty"), which is a lie. This lookup is all that runs before it.
-        with _database_errors(), psycopg.connect(self.db_url, connect_timeout=10) as conn:
-            exists = conn.execute(query("user_exists"), {"user_id": claims["sub"]}).fetchone()[0]
-        if not exists:
-            raise AuthError(
-                f"the access token names user {claims['sub']}, who does not exist in this database: "
-                "mint a new one with `zm-roi token --user EMAIL`"
-            )
-        return claims
+        """Verified claims. The signature is checked before any connection opens."""
+        return tokens.verify(self.token, self.jwt_secret)
 
     def benchmark_memory(self) -> dict:
         return self._as_user("benchmark_memory", "/rpc/benchmark_memory")
@@ -81,6 +71,14 @@ class LocalTransport:
             conn.transaction(),
         ):
             act_as(conn, claims, path)
+            # Supabase Auth only signs tokens for its users; a token for a removed user would otherwise
+            # look like a user with no memories ("empty"), which is a lie. Asked as the user, through
+            # authenticator: the transport never holds superuser credentials.
+            if not conn.execute(query("caller_exists")).fetchone()[0]:
+                raise AuthError(
+                    f"the access token names user {claims['sub']}, who does not exist in this database: "
+                    "mint a new one with `zm-roi token --user EMAIL`"
+                )
             row = conn.execute(query(name)).fetchone()
         return None if row is None else row[0]
 
