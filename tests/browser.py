@@ -78,7 +78,7 @@ class Dom(HTMLParser):
 def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     binary = shutil.which("chromium")
     if binary is None:
-        pytest.fail("Debian's chromium is not installed: run `make install` (it is in APT_PACKAGES)")
+        pytest.fail("Debian's chromium is not installed: run `make install-test` (it is in APT_TEST)")
     profile = tmp_path / f"chromium-profile-{next(_profiles)}"  # fresh each launch: no state carried over
     result = subprocess.run(
         [binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args], capture_output=True, text=True, timeout=120

@@ -55,8 +55,7 @@ def benchmark_user(cluster, email: str, memories: list[MemoryLine] | None = None
     try:
         yield User(user_id, email, tokens.mint(cluster.jwt_secret(), user_id, email, ttl))
     finally:
-        with psycopg.connect(db_url) as conn:
-            conn.execute("delete from auth.users where id = %s", (user_id,))
+        remove_users(db_url, [user_id])
 
 
 @contextmanager
@@ -91,11 +90,18 @@ def activate_pending_probes(db_url: str, user_id: uuid.UUID) -> int:
 CREATED_USERS: list[uuid.UUID] = []
 
 
+def remove_users(db_url: str, user_ids: list[uuid.UUID]) -> None:
+    """The one way tests remove users: deleting from auth.users cascades to everything the benchmark
+    recorded for them (the only delete the append-only results allow)."""
+    if user_ids:
+        with psycopg.connect(db_url) as conn:
+            conn.execute("delete from auth.users where id = any(%s)", (list(user_ids),))
+
+
 def remove_created_users(db_url: str) -> None:
     """Delete the users made by user_with_knowledge, with everything the benchmark recorded for them, so
     no queued work of one test is left for another test's worker to find."""
-    with psycopg.connect(db_url) as conn:
-        conn.execute("delete from auth.users where id = any(%s)", (CREATED_USERS,))
+    remove_users(db_url, CREATED_USERS)
     CREATED_USERS.clear()
 
 

@@ -84,3 +84,49 @@ def test_the_report_shows_a_loss_it_was_given(tmp_path: Path):
     log.record("crashes", "a scenario that lost two", tried=5, lost=2)
     log.write(tmp_path / "reliability.md")
     assert "| crashes | a scenario that lost two | 5 | 2 |" in (tmp_path / "reliability.md").read_text()
+
+
+# test_worker_queue.py times its wait (a wall-clock window); another branch replaces it with a wait on
+# observable state, after which this exemption goes.
+OWN_WAIT_PENDING = {"test_worker_queue.py"}
+
+
+def test_tests_share_one_wait_for_one_benchmark_and_one_user_cleanup():
+    definitions: dict[str, list[str]] = {"wait_for": [], "benchmark": [], "remove_users": []}
+    deletes_users = []
+    for path in sorted((ROOT / "tests").glob("*.py")):
+        source = path.read_text()
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.FunctionDef) and node.name in definitions and path.name not in OWN_WAIT_PENDING:
+                definitions[node.name].append(path.name)
+        if "delete from auth.users" in source and path.name not in ("support.py", "test_evidence.py"):
+            deletes_users.append(path.name)
+    assert definitions == {"wait_for": ["support.py"], "benchmark": ["support.py"], "remove_users": ["support.py"]}
+    assert deletes_users == [], "users are removed through tests.support.remove_users"
+
+
+def test_named_sql_lives_in_one_file_and_every_name_used_exists():
+    from zm_roi.queries import query
+
+    sql_files = [p for p in ROOT.rglob("*.sql") if ".venv" not in p.parts and "node_modules" not in p.parts]
+    named = [p.relative_to(ROOT).as_posix() for p in sql_files if "-- name:" in p.read_text()]
+    assert named == ["python/zm_roi/queries.sql"]
+    used = set()
+    for path in (ROOT / "python" / "zm_roi").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("query", "bench_query")
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
+                used.add(("bench_" if node.func.id == "bench_query" else "") + node.args[0].value)
+    assert len(used) > 20
+    missing = []
+    for name in sorted(used):
+        try:
+            query(name)
+        except KeyError:
+            missing.append(name)
+    assert missing == []

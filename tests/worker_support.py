@@ -16,7 +16,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from tests.support import as_user, benchmark  # noqa: F401 - re-exported for the worker suites
+from tests.support import as_user, benchmark, remove_users  # noqa: F401 - as_user, benchmark re-exported for the worker suites
 from zm_roi import localdb
 from zm_roi.importer import MemoryLine, Target, insert_memories
 from zm_roi.llm import litellm
@@ -122,8 +122,7 @@ class Owners:
             insert_memories(conn, lines, Target(self.email(owner)))
 
     def delete_all(self) -> None:
-        with psycopg.connect(self.db_url) as conn:
-            conn.execute("delete from auth.users where id = any(%s)", (self.ids,))
+        remove_users(self.db_url, self.ids)
 
 
 @pytest.fixture

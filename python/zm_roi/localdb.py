@@ -278,14 +278,18 @@ def push_migrations(root: Path, url: str) -> str:
 def prepare_database(cluster: Cluster, root: Path) -> str:
     """Compat layer, then migrations, then the local login passwords. Idempotent."""
     apply_sql_file(cluster.url(), root / "sql" / "supabase_compat.sql")
-    with psycopg.connect(cluster.url(), autocommit=True) as conn:
-        conn.execute(f"alter role authenticator with login password '{AUTHENTICATOR_PASSWORD}'")
+    _set_login_password(cluster, "authenticator", AUTHENTICATOR_PASSWORD)
     output = push_migrations(root, cluster.url())
-    with psycopg.connect(cluster.url(), autocommit=True) as conn:
-        exists = conn.execute("select 1 from pg_roles where rolname = 'roi_worker'").fetchone()
-        if exists:
-            conn.execute(f"alter role roi_worker with login password '{WORKER_PASSWORD}'")
+    _set_login_password(cluster, "roi_worker", WORKER_PASSWORD)
     return output
+
+
+def _set_login_password(cluster: Cluster, role: str, password: str) -> None:
+    """The local login password of `role`, when the role exists (DDL takes no parameters: SQL quotes them)."""
+    with psycopg.connect(cluster.url(), autocommit=True) as conn:
+        statement = conn.execute(query("login_password_statement"), {"role": role, "password": password}).fetchone()
+        if statement:
+            conn.execute(statement[0])
 
 
 def set_extractor(url: str, extractor: str) -> None:
