@@ -41,7 +41,9 @@ Each call may start a new run, so call it when the user wants a fresh measuremen
 RESULTS_DESCRIPTION = """\
 The user's "Only memory knows" tile: the share of benchmark questions their memory answered that a
 bare agent could not (the exclusive rate, with its 95% interval), how many were judged, the trend over
-completed runs, and whether a run is still being judged. Aggregates only; changes nothing."""
+completed runs, and whether a run is still being judged (state judging) or finished with no question
+judged (state no_score: call benchmark_memory again). In deterministic mode `caveat` says which figure
+is bounded in which direction. Aggregates only; changes nothing."""
 
 
 class BenchmarkResult(BaseModel):
