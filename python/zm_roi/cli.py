@@ -15,8 +15,13 @@ DASHBOARD_PORT = 8787
 
 
 def embedded_cluster(config: settings.Settings) -> localdb.Cluster:
+    """The cluster in ZM_DB_HOME: at the port its postmaster really listens on when it runs, else ZM_DB_PORT."""
     home = config.db_home or localdb.project_root() / ".zm" / "db"
-    return localdb.Cluster(home=home, port=config.db_port)
+    cluster = localdb.Cluster(home=home, port=config.db_port)
+    running = cluster.running_port()
+    if running is not None:
+        cluster.port = running
+    return cluster
 
 
 def database_url(config: settings.Settings) -> str:
@@ -29,17 +34,29 @@ def db_up(config: settings.Settings, quiet: bool = False) -> localdb.Cluster:
     say = (lambda *_: None) if quiet else (lambda text: print(text, flush=True))
     cluster = embedded_cluster(config)
     root = localdb.project_root()
-    if not cluster.exists():
+    created = not cluster.exists()
+    if created:
         say(f"creating the embedded database in {cluster.home}")
         cluster.create()
+    settings_changed = not created and cluster.update_settings()
     if not cluster.is_running():
         say(f"starting PostgreSQL 15 on 127.0.0.1:{cluster.port}")
         cluster.start()
+    else:
+        stale = cluster.stale_server()
+        if stale:
+            say(f"restarting PostgreSQL: it runs {stale[0]} but {stale[1]} is installed (the data is kept)")
+            cluster.restart()
+        elif settings_changed:
+            say("restarting PostgreSQL to apply the new server settings (the data is kept)")
+            cluster.restart()
     say("applying the compatibility layer and migrations (supabase db push)")
     localdb.prepare_database(cluster, root)
-    extractor = config.extractor if config.extractor_explicit else "deterministic"
-    localdb.set_extractor(cluster.url(), extractor)
-    say(f"ready: {cluster.url()} (extractor: {extractor})")
+    # The mode is the user's: set on a new database (deterministic unless ZM_EXTRACTOR says otherwise)
+    # or when ZM_EXTRACTOR is given; otherwise whatever `zm-roi configure` last wrote stays.
+    if created or config.extractor_explicit:
+        localdb.set_extractor(cluster.url(), config.extractor if config.extractor_explicit else "deterministic")
+    say(f"ready: {cluster.url()} (extractor: {localdb.get_extractor(cluster.url())})")
     return cluster
 
 
@@ -59,8 +76,7 @@ def cmd_db(args: argparse.Namespace, config: settings.Settings) -> None:
     elif args.action == "url":
         print(cluster.url())
     elif args.action == "status":
-        state = "running" if cluster.is_running() else "created, stopped" if cluster.exists() else "absent"
-        print(f"{state}: {cluster.home} on 127.0.0.1:{cluster.port}")
+        db_status(cluster)
     elif args.action == "reset":
         if not args.yes and not confirm(f"delete every memory and result in {cluster.home}?"):
             raise UserError("reset cancelled (pass --yes to skip the question)")
@@ -69,10 +85,26 @@ def cmd_db(args: argparse.Namespace, config: settings.Settings) -> None:
         db_up(config)
 
 
+def db_status(cluster: localdb.Cluster) -> None:
+    """Where the cluster is, what it runs, and how the last scheduled upkeep went."""
+    if not cluster.is_running():
+        state = "created, stopped" if cluster.exists() else "absent"
+        print(f"{state}: {cluster.home}")
+        return
+    version = cluster.server_version()
+    print(f"running: {cluster.home} on 127.0.0.1:{cluster.port} (PostgreSQL {version})")
+    installed = localdb.installed_version()
+    if installed != version:
+        print(f"stale: PostgreSQL {installed} is installed since it started; run `zm-roi db up` to restart it")
+    print(f"upkeep: {localdb.upkeep_report(cluster.url())}")
+
+
 def cmd_configure(args: argparse.Namespace, config: settings.Settings) -> None:
-    extractor = args.extractor or config.extractor
-    localdb.set_extractor(database_url(config), extractor)
-    print(f"extractor: {extractor}")
+    """With --extractor, write it; bare, print the current settings and change nothing."""
+    url = database_url(config)
+    if args.extractor:
+        localdb.set_extractor(url, args.extractor)
+    print(f"extractor: {localdb.get_extractor(url)}")
 
 
 def cmd_import(args: argparse.Namespace, config: settings.Settings) -> None:
@@ -177,7 +209,9 @@ def build_parser() -> argparse.ArgumentParser:
     db.set_defaults(func=cmd_db)
 
     configure = sub.add_parser("configure", help="write settings (ZM_EXTRACTOR) into the database")
-    configure.add_argument("--extractor", choices=list(settings.EXTRACTORS), help="default: $ZM_EXTRACTOR")
+    configure.add_argument(
+        "--extractor", choices=list(settings.EXTRACTORS), help="write this mode (without it: print the settings)"
+    )
     configure.set_defaults(func=cmd_configure)
 
     imp = sub.add_parser("import", help="load memories from a JSONL file for one user")

@@ -53,6 +53,19 @@ update roi.settings set extractor = %(extractor)s returning extractor;
 -- name: get_extractor
 select extractor from roi.settings;
 
+-- name: has_pg_cron
+select to_regclass('cron.job_run_details') is not null;
+
+-- The scheduled upkeep and its latest run (`zm-roi db status`).
+-- name: upkeep_job
+select j.active, d.status, d.return_message, d.start_time
+from cron.job j
+left join lateral (
+  select d.status, d.return_message, d.start_time from cron.job_run_details d
+  where d.jobid = j.jobid order by d.start_time desc nulls last limit 1
+) d on true
+where j.jobname = 'zm-roi-upkeep';
+
 -- name: user_exists
 select exists (select from auth.users where id = %(user_id)s);
 
