@@ -110,10 +110,13 @@ def cmd_configure(args: argparse.Namespace, config: settings.Settings) -> None:
 def cmd_import(args: argparse.Namespace, config: settings.Settings) -> None:
     from zm_roi.importer import Target, import_memories
 
-    target = Target(email=args.user, project=args.project, team=args.team)
-    count = import_memories(database_url(config), Path(args.file), target)
+    target = Target(email=args.user, project=args.project, team=args.team, join=args.join)
+    result = import_memories(database_url(config), Path(args.file), target)
+    for note in result.notes:
+        print(note)
     where = f"project {args.project}" if args.project else f"team {args.team}" if args.team else "personal layer"
-    print(f"imported {count} memories for {args.user} into {where}")
+    skipped = f" ({result.skipped} identical ones already there, skipped)" if result.skipped else ""
+    print(f"imported {result.imported} memories for {args.user.strip().lower()} into {where}{skipped}")
 
 
 def cmd_recall(args: argparse.Namespace, config: settings.Settings) -> None:
@@ -220,6 +223,11 @@ def build_parser() -> argparse.ArgumentParser:
     where = imp.add_mutually_exclusive_group()
     where.add_argument("--project", metavar="NAME")
     where.add_argument("--team", metavar="NAME")
+    imp.add_argument(
+        "--join",
+        action="store_true",
+        help="make the user a member of the existing project or team (they then see its memories)",
+    )
     imp.set_defaults(func=cmd_import)
 
     recall = sub.add_parser("recall", help="recall memories for a question as a user would")

@@ -48,7 +48,7 @@ def load_demo_team(db_url: str) -> int:
             row = json.loads(line)
             groups[(row["author"], row["project"], row["team"])].append(MemoryLine.model_validate(row))
         imported = sum(
-            insert_memories(conn, memories, Target(author, project=project, team=team))
+            insert_memories(conn, memories, Target(author, project=project, team=team, join=True))
             for (author, project, team), memories in groups.items()
         )
         team_id = conn.execute(query("ensure_team"), {"name": TEAM}).fetchone()[0]
