@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 import psycopg
 
 from zm_roi import localdb, settings
-from zm_roi.errors import UserError
+from zm_roi.errors import UserError, database_errors
 
 DASHBOARD_PORT = 8787
+CONNECT_TIMEOUT = 10
 
 
 def embedded_cluster(config: settings.Settings) -> localdb.Cluster:
@@ -25,8 +27,19 @@ def embedded_cluster(config: settings.Settings) -> localdb.Cluster:
 
 
 def database_url(config: settings.Settings) -> str:
-    """ZM_DB_URL when set, otherwise the embedded cluster's superuser URL."""
-    return config.db_url or embedded_cluster(config).url()
+    """ZM_DB_URL when set, otherwise the embedded cluster's superuser URL (if it runs: whatever else
+    listens on ZM_DB_PORT is not ours to write to)."""
+    return config.db_url or running_cluster(config).url()
+
+
+def running_cluster(config: settings.Settings) -> localdb.Cluster:
+    """The embedded cluster, refused with what to run when it is absent or stopped."""
+    cluster = embedded_cluster(config)
+    if not cluster.exists():
+        raise UserError(f"there is no embedded database in {cluster.home} yet: run `zm-roi db up`")
+    if cluster.running_port() is None:
+        raise UserError(f"the embedded database in {cluster.home} is not running: run `zm-roi db up`")
+    return cluster
 
 
 def db_up(config: settings.Settings, quiet: bool = False) -> localdb.Cluster:
@@ -51,10 +64,11 @@ def db_up(config: settings.Settings, quiet: bool = False) -> localdb.Cluster:
             say("restarting PostgreSQL to apply the new server settings (the data is kept)")
             cluster.restart()
     say("applying the compatibility layer and migrations (supabase db push)")
+    fresh = not localdb.has_benchmark_schema(cluster.url())
     localdb.prepare_database(cluster, root)
     # The mode is the user's: set on a new database (deterministic unless ZM_EXTRACTOR says otherwise)
     # or when ZM_EXTRACTOR is given; otherwise whatever `zm-roi configure` last wrote stays.
-    if created or config.extractor_explicit:
+    if fresh or config.extractor_explicit:
         localdb.set_extractor(cluster.url(), config.extractor if config.extractor_explicit else "deterministic")
     say(f"ready: {cluster.url()} (extractor: {localdb.get_extractor(cluster.url())})")
     return cluster
@@ -71,8 +85,11 @@ def cmd_db(args: argparse.Namespace, config: settings.Settings) -> None:
     if args.action == "up":
         db_up(config)
     elif args.action == "down":
+        if not cluster.is_running():
+            print(f"not running: {cluster.home}")
+            return
         cluster.stop()
-        print("stopped")
+        print(f"stopped the embedded database on 127.0.0.1:{cluster.port}")
     elif args.action == "url":
         print(cluster.url())
     elif args.action == "status":
@@ -120,8 +137,12 @@ def cmd_import(args: argparse.Namespace, config: settings.Settings) -> None:
 
 
 def cmd_recall(args: argparse.Namespace, config: settings.Settings) -> None:
-    from zm_roi.recall import print_recall
+    from zm_roi.recall import MAX_QUESTION, print_recall
 
+    if len(args.question) > MAX_QUESTION:
+        raise UserError(f"the question has {len(args.question):,} characters; ask in at most {MAX_QUESTION:,}")
+    if not args.question.strip():
+        raise UserError("the question is empty: ask something")
     print_recall(database_url(config), args.question, args.user, args.project, args.limit)
 
 
@@ -163,9 +184,11 @@ def cmd_demo(args: argparse.Namespace, config: settings.Settings) -> None:
 
 
 def make_transport(config: settings.Settings):
-    """The transport settings select: Supabase, ZM_DB_URL or the embedded database."""
+    """The transport settings select: Supabase, ZM_DB_URL or the embedded database (which must run)."""
     from zm_roi import transport
 
+    if not (config.db_url or config.supabase_url or config.supabase_anon_key):
+        running_cluster(config)
     return transport.from_settings(config, embedded_cluster(config))
 
 
@@ -173,10 +196,10 @@ def cmd_token(args: argparse.Namespace, config: settings.Settings) -> None:
     from zm_roi import tokens, transport
     from zm_roi.queries import query
 
-    if args.ttl <= 0:
-        raise UserError("--ttl must be a positive number of seconds")
+    if not config.db_url:
+        running_cluster(config)
     db_url, jwt_secret = transport.local_database(config, embedded_cluster(config))
-    with psycopg.connect(db_url) as conn:
+    with psycopg.connect(db_url, connect_timeout=10) as conn:
         row = conn.execute(query("user_id_by_email"), {"email": args.user}).fetchone()
     if row is None:
         raise UserError(f"no user {args.user}: import memories for them first")
@@ -196,10 +219,27 @@ def cmd_dashboard(args: argparse.Namespace, config: settings.Settings) -> None:
 
     if args.out:
         path = Path(args.out)
+        if not path.parent.is_dir():
+            raise UserError(f"cannot write {path}: the folder {path.parent} does not exist")
         path.write_text(dashboard.render(make_transport(config)), encoding="utf-8")
         print(f"wrote {path}")
     else:
         dashboard.serve(lambda: make_transport(settings.load()), args.serve)
+
+
+def bounded_int(low: int, high: int, what: str):
+    """An argparse type: an integer in [low, high], refused with a message that gives the range."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{what} from {low:,} to {high:,}, not {text!r}")
+        return value
+
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -234,12 +274,20 @@ def build_parser() -> argparse.ArgumentParser:
     recall.add_argument("question")
     recall.add_argument("--user", required=True, metavar="EMAIL")
     recall.add_argument("--project", metavar="NAME")
-    recall.add_argument("--limit", type=int, default=5)
+    recall.add_argument(
+        "--limit", type=bounded_int(1, 100, "a number of memories"), default=5, help="1 to 100 (default: 5)"
+    )
     recall.set_defaults(func=cmd_recall)
 
     token = sub.add_parser("token", help="mint a local access token for a user of the embedded database")
     token.add_argument("--user", required=True, metavar="EMAIL")
-    token.add_argument("--ttl", type=int, default=3600, metavar="SECONDS", help="lifetime (default: 3600)")
+    token.add_argument(
+        "--ttl",
+        type=bounded_int(1, 366 * 24 * 3600, "a lifetime in seconds"),
+        default=3600,
+        metavar="SECONDS",
+        help="lifetime (default: 3600, at most a year)",
+    )
     token.set_defaults(func=cmd_token)
 
     mcp = sub.add_parser("mcp", help="the MCP server (stdio) exposing benchmark_memory, as ZM_ACCESS_TOKEN's user")
@@ -251,7 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     where_to.add_argument(
         "--serve",
         nargs="?",
-        type=int,
+        type=bounded_int(0, 65535, "a port"),
         const=DASHBOARD_PORT,
         metavar="PORT",
         help=f"serve it on 127.0.0.1 (default port {DASHBOARD_PORT})",
@@ -274,15 +322,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # Every connection this process (and the tools it starts) opens gives up instead of hanging on a
+    # peer that accepts and never answers; libpq and psycopg both read it. The user's own value wins.
+    os.environ.setdefault("PGCONNECT_TIMEOUT", str(CONNECT_TIMEOUT))
     try:
         config = settings.load()
-        args.func(args, config)
+        with database_errors():
+            args.func(args, config)
     except UserError as exc:
         print(f"zm-roi: {exc}", file=sys.stderr)
         return 2
-    except psycopg.OperationalError as exc:
-        reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else "connection failed"
-        print(f"zm-roi: cannot reach the database ({reason}); is it up? try `zm-roi db up`", file=sys.stderr)
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"zm-roi: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("zm-roi: interrupted", file=sys.stderr)

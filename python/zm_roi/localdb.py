@@ -298,7 +298,7 @@ def installed_version() -> str:
 
 def apply_sql_file(url: str, path: Path) -> None:
     """Run a whole SQL file in one transaction."""
-    with psycopg.connect(url) as conn:
+    with psycopg.connect(url, connect_timeout=10) as conn:
         conn.execute(path.read_text())
 
 
@@ -335,10 +335,10 @@ def push_migrations(root: Path, url: str) -> str:
 def prepare_database(cluster: Cluster, root: Path) -> str:
     """Compat layer, then migrations, then the local login passwords. Idempotent."""
     apply_sql_file(cluster.url(), root / "sql" / "supabase_compat.sql")
-    with psycopg.connect(cluster.url(), autocommit=True) as conn:
+    with psycopg.connect(cluster.url(), autocommit=True, connect_timeout=10) as conn:
         conn.execute(f"alter role authenticator with login password '{AUTHENTICATOR_PASSWORD}'")
     output = push_migrations(root, cluster.url())
-    with psycopg.connect(cluster.url(), autocommit=True) as conn:
+    with psycopg.connect(cluster.url(), autocommit=True, connect_timeout=10) as conn:
         exists = conn.execute("select 1 from pg_roles where rolname = 'roi_worker'").fetchone()
         if exists:
             conn.execute(f"alter role roi_worker with login password '{WORKER_PASSWORD}'")
@@ -347,8 +347,14 @@ def prepare_database(cluster: Cluster, root: Path) -> str:
 
 def set_extractor(url: str, extractor: str) -> None:
     """Write the question/judge mode (`llm` or `deterministic`) into roi.settings."""
-    with psycopg.connect(url) as conn:
+    with psycopg.connect(url, connect_timeout=10) as conn:
         conn.execute(query("set_extractor"), {"extractor": extractor})
+
+
+def has_benchmark_schema(url: str) -> bool:
+    """Whether the migrations ran here before (a fresh database gets its first settings)."""
+    with psycopg.connect(url, connect_timeout=10) as conn:
+        return conn.execute(query("has_benchmark_schema")).fetchone()[0]
 
 
 def get_extractor(url: str) -> str:

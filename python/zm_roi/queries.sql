@@ -91,6 +91,9 @@ update roi.settings set extractor = %(extractor)s returning extractor;
 -- name: get_extractor
 select extractor from roi.settings;
 
+-- name: has_benchmark_schema
+select to_regclass('roi.settings') is not null;
+
 -- name: has_pg_cron
 select to_regclass('cron.job_run_details') is not null;
 

@@ -10,9 +10,13 @@ from zm_roi.errors import UserError
 from zm_roi.identity import act_as, claims_for
 from zm_roi.queries import query
 
+# A question, not a document: far above any real one, far below what the text-search parser chokes on
+# (20,000 words exhausted its stack).
+MAX_QUESTION = 2_000
+
 
 def recall_as(db_url: str, question: str, email: str, project: str | None, limit: int) -> list[tuple]:
-    with psycopg.connect(db_url) as conn, conn.transaction():
+    with psycopg.connect(db_url, connect_timeout=10) as conn, conn.transaction():
         row = conn.execute(query("user_id_by_email"), {"email": email}).fetchone()
         if row is None:
             raise UserError(f"no user {email}: import memories for them first")
