@@ -207,5 +207,5 @@ def test_the_cli_says_what_it_created_and_skipped(tmp_path, capsys, monkeypatch,
     ]
     assert main(["import", str(path), "--user", email.upper(), "--project", project]) == 0
     assert capsys.readouterr().out.splitlines() == [
-        f"imported 0 memories for {email} into project {project} (1 identical ones already there, skipped)"
+        f"imported 0 memories for {email} into project {project} (1 identical memory was already there: skipped)"
     ]

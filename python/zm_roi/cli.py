@@ -132,7 +132,8 @@ def cmd_import(args: argparse.Namespace, config: settings.Settings) -> None:
     for note in result.notes:
         print(note)
     where = f"project {args.project}" if args.project else f"team {args.team}" if args.team else "personal layer"
-    skipped = f" ({result.skipped} identical ones already there, skipped)" if result.skipped else ""
+    already = "memory was" if result.skipped == 1 else "memories were"
+    skipped = f" ({result.skipped} identical {already} already there: skipped)" if result.skipped else ""
     print(f"imported {result.imported} memories for {args.user.strip().lower()} into {where}{skipped}")
 
 
