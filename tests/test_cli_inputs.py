@@ -16,7 +16,7 @@ import pytest
 from psycopg import sql
 
 from tests.conftest import ROOT
-from zm_roi import localdb
+from zm_roi import localdb, settings
 from zm_roi.errors import database_error
 
 INHERITED = ("ZM_DB_URL", "ZM_DB_HOME", "ZM_DB_PORT", "ZM_ACCESS_TOKEN", "SUPABASE_URL", "SUPABASE_ANON_KEY")
@@ -137,3 +137,21 @@ def test_db_status_and_down_act_on_the_port_the_cluster_really_runs_on(cluster):
     env = {"ZM_DB_HOME": str(cluster.home), "ZM_DB_PORT": str(localdb.free_port())}
     status = zm("db", "status", **env)
     assert status.returncode == 0 and f"on 127.0.0.1:{cluster.port} " in status.stdout
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        ("ZM_MODEL_TIMEOUT_SECONDS", "inf", "ZM_MODEL_TIMEOUT_SECONDS must be a positive number of seconds"),
+        ("ZM_WORKER_POLL_SECONDS", "nan", "ZM_WORKER_POLL_SECONDS must be a positive number of seconds"),
+        ("ZM_DB_PORT", "70000", "ZM_DB_PORT must be a port number"),
+        ("ZM_EXTRACTOR", "gpt", "ZM_EXTRACTOR must be one of llm, deterministic"),
+    ],
+)
+def test_malformed_settings_are_one_line_errors(name, value, expected):
+    """Before: "inf" and "nan" were accepted as timeouts (a call that never times out)."""
+    one_line_error(zm("configure", **{name: value}), expected)
+
+
+def test_an_empty_port_setting_means_the_default():
+    assert settings.load({"ZM_DB_PORT": " "}).db_port == settings.DEFAULT_PORT
