@@ -155,3 +155,10 @@ def test_malformed_settings_are_one_line_errors(name, value, expected):
 
 def test_an_empty_port_setting_means_the_default():
     assert settings.load({"ZM_DB_PORT": " "}).db_port == settings.DEFAULT_PORT
+
+
+def test_recall_in_a_misspelt_project_suggests_the_near_name(db_url, email, jsonl):
+    project = f"atlas-{email[5:13]}"
+    assert zm("import", str(jsonl), "--user", email, "--project", project, ZM_DB_URL=db_url).returncode == 0
+    result = zm("recall", "sdk", "--user", email, "--project", project.upper(), ZM_DB_URL=db_url)
+    one_line_error(result, f"no project named {project.upper()!r}; did you mean {project!r}?")
