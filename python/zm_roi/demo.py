@@ -80,7 +80,12 @@ def ask_agent_tool(token: str) -> dict:
 
 def drain_worker() -> None:
     """LLM mode only: let the worker write questions and verdicts for what is queued."""
-    subprocess.run([sys.executable, "-m", "zm_roi.cli", "worker", "--once"], check=True)
+    done = subprocess.run([sys.executable, "-m", "zm_roi.cli", "worker", "--once"])
+    if done.returncode != 0:
+        raise UserError(
+            "the worker could not do LLM mode's work (its reason is above): fix that and run the demo again, "
+            "or use the offline mode: `zm-roi configure --extractor deterministic`"
+        )
 
 
 def benchmark_until_started(token: str, llm: bool, attempts: int = 5) -> dict:
