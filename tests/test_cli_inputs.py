@@ -100,11 +100,10 @@ def test_a_peer_that_accepts_and_never_answers_is_given_up_on():
     assert time.monotonic() - started < 60
 
 
-def test_the_embedded_commands_never_write_to_whatever_else_listens_on_the_port(cluster, jsonl):
+def test_the_embedded_commands_never_write_to_whatever_else_listens_on_the_port(cluster, jsonl, tmp_path):
     """Before: with no embedded database in ZM_DB_HOME, `import` wrote into the cluster that happened to
     listen on ZM_DB_PORT (another checkout's, on a shared machine)."""
-    home = Path(tempfile.mkdtemp(prefix="zm-roi-absent-"))
-    env = {"ZM_DB_HOME": str(home / "db"), "ZM_DB_PORT": str(cluster.port)}
+    env = {"ZM_DB_HOME": str(tmp_path / "db"), "ZM_DB_PORT": str(cluster.port)}
     result = zm("import", str(jsonl), "--user", "stray@example.test", **env)
     one_line_error(result, "there is no embedded database in")
     assert "run `zm-roi db up`" in result.stderr
@@ -115,15 +114,16 @@ def test_the_embedded_commands_never_write_to_whatever_else_listens_on_the_port(
 def test_database_errors_say_what_they_mean(cluster, db_url):
     """The one mapper: a library the server cannot load (what apt's upgrade under a running server
     causes) says to restart it; the parser's stack overflow is a too-large request, not "cannot reach"."""
-    folder = Path(tempfile.mkdtemp(prefix="zm-roi-lib-"))
-    folder.chmod(0o755)
-    fake = folder / "plpgsql.so"
-    fake.write_text("not a shared object")
-    fake.chmod(0o644)
-    with psycopg.connect(db_url, autocommit=True) as conn:
-        with pytest.raises(psycopg.Error) as caught:
+    # The server's OS user must read it, so not pytest's private tmp_path.
+    with tempfile.TemporaryDirectory(prefix="zm-roi-lib-") as folder:
+        Path(folder).chmod(0o755)
+        fake = Path(folder) / "plpgsql.so"
+        fake.write_text("not a shared object")
+        fake.chmod(0o644)
+        with psycopg.connect(db_url, autocommit=True) as conn, pytest.raises(psycopg.Error) as caught:
             conn.execute(sql.SQL("load {}").format(sql.Literal(str(fake))))
         stale = str(database_error(caught.value))
+    with psycopg.connect(db_url, autocommit=True) as conn:
         with pytest.raises(psycopg.Error) as caught:
             conn.execute("select count(*) from public.recall(%s)", ("word " * 20_000,))
         deep = str(database_error(caught.value))
