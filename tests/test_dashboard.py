@@ -13,6 +13,7 @@ import sys
 import threading
 import urllib.error
 import urllib.request
+import uuid
 from pathlib import Path
 
 import psycopg
@@ -100,9 +101,13 @@ def test_several_runs_draw_the_trend_and_a_newer_run_shows_judging_beside_the_sc
     db = cluster.url()
 
     def duplicates(n: int) -> list[MemoryLine]:
-        # Identical memories crowd each other out of the top ten, so the rate moves between runs.
+        # Near-identical memories crowd each other out of the top ten, so the rate moves between runs
+        # (identical ones would be skipped as duplicates).
         body = "Check the release list before shipping anything."
-        return [MemoryLine(title="Release checklist", body=body, kind="convention") for _ in range(n)]
+        return [
+            MemoryLine(title="Release checklist", body=f"{body} ({uuid.uuid4().hex[:6]})", kind="convention")
+            for _ in range(n)
+        ]
 
     with extractor(db, "deterministic"), benchmark_user(cluster, email, knowledge(8)) as me:
         transport = local(cluster, me)

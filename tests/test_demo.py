@@ -79,6 +79,25 @@ def test_the_demo_runs_the_whole_cycle_and_a_second_run_joins_the_trend(demo_env
     assert dom.has("sparkline"), "after the second run the trend shows"
 
 
+def test_switching_to_llm_mode_without_a_key_and_back_leaves_nothing_stuck(demo_env):
+    """Before: in LLM mode with no provider key the demo ended in a CalledProcessError traceback; switched
+    back to deterministic mode, it waited on the LLM run no worker would judge."""
+    env = {k: v for k, v in demo_env.items() if not k.startswith("OPENAI_")}
+    zm = [sys.executable, "-m", "zm_roi.cli"]
+    run = {"capture_output": True, "text": True, "env": env, "cwd": ROOT, "timeout": 600}
+    assert subprocess.run([*zm, "db", "up"], **run).returncode == 0
+    assert subprocess.run([*zm, "configure", "--extractor", "llm"], **run).returncode == 0
+    stuck = subprocess.run([*zm, "demo"], **run)
+    assert stuck.returncode == 2 and "Traceback" not in stuck.stderr
+    assert "`zm-roi configure --extractor deterministic`" in stuck.stderr.splitlines()[-1]
+
+    assert subprocess.run([*zm, "configure", "--extractor", "deterministic"], **run).returncode == 0
+    assert "extractor: deterministic" in subprocess.run([*zm, "db", "up"], **run).stdout, "db up keeps the mode"
+    again = demo(env)
+    assert "Only memory knows" in again
+    assert tile_of_demo_user(env)["state"] == "ready"
+
+
 def test_the_demo_in_llm_mode_drives_the_worker_against_an_openai_compatible_endpoint(fake_openai, tmp_path):
     home = Path(tempfile.mkdtemp(prefix="zm-roi-demo-llm-"))
     home.chmod(0o755)

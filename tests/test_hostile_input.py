@@ -95,7 +95,7 @@ def test_every_unicode_plane_round_trips_through_import(db_url, email, tmp_path)
     title = "".join(chr(plane * 0x10000 + 0x4E2D if plane == 0 else plane * 0x10000 + 0x100) for plane in range(17))
     path = tmp_path / "planes.jsonl"
     path.write_text(json.dumps({"title": title, "body": "שלום " + title, "kind": "convention"}, ensure_ascii=False))
-    assert import_memories(db_url, path, Target(email)) == 1
+    assert import_memories(db_url, path, Target(email)).imported == 1
     with psycopg.connect(db_url) as conn:
         stored = conn.execute(
             "select title from public.memories m join auth.users u on u.id = m.author_id where u.email = %s", (email,)

@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import jinja2
 
-from zm_roi.errors import UserError
+from zm_roi.errors import UserError, database_errors
 from zm_roi.transport import Transport
 
 RECENT_RUNS = 10
@@ -123,7 +123,8 @@ def http_server(make_transport: Callable[[], Transport], port: int) -> Threading
                 self._send(HTTPStatus.NOT_FOUND, render_error("There is nothing here: the tile is at /."))
                 return
             try:
-                page = render(make_transport())
+                with database_errors():
+                    page = render(make_transport())
             except UserError as exc:
                 self._send(HTTPStatus.SERVICE_UNAVAILABLE, render_error(str(exc)))
                 return

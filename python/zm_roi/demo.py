@@ -48,7 +48,7 @@ def load_demo_team(db_url: str) -> int:
             row = json.loads(line)
             groups[(row["author"], row["project"], row["team"])].append(MemoryLine.model_validate(row))
         imported = sum(
-            insert_memories(conn, memories, Target(author, project=project, team=team))
+            insert_memories(conn, memories, Target(author, project=project, team=team, join=True))
             for (author, project, team), memories in groups.items()
         )
         team_id = conn.execute(query("ensure_team"), {"name": TEAM}).fetchone()[0]
@@ -80,7 +80,12 @@ def ask_agent_tool(token: str) -> dict:
 
 def drain_worker() -> None:
     """LLM mode only: let the worker write questions and verdicts for what is queued."""
-    subprocess.run([sys.executable, "-m", "zm_roi.cli", "worker", "--once"], check=True)
+    done = subprocess.run([sys.executable, "-m", "zm_roi.cli", "worker", "--once"])
+    if done.returncode != 0:
+        raise UserError(
+            "the worker could not do LLM mode's work (its reason is above): fix that and run the demo again, "
+            "or use the offline mode: `zm-roi configure --extractor deterministic`"
+        )
 
 
 def benchmark_until_started(token: str, llm: bool, attempts: int = 5) -> dict:

@@ -15,7 +15,7 @@ from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from zm_roi.errors import UserError
+from zm_roi.errors import UserError, database_errors
 from zm_roi.transport import Transport
 
 TILE_URI = "zm-roi://benchmark/tile"
@@ -120,7 +120,8 @@ def build_server(make_transport: Callable[[], Transport]) -> MCPServer:
     server = MCPServer(name="zm-roi", instructions=INSTRUCTIONS, log_level="WARNING")
 
     def read_tile() -> dict:
-        tile = make_transport().tile() or empty_tile()
+        with database_errors():
+            tile = make_transport().tile() or empty_tile()
         tile = {key: tile.get(key) for key in TileResult.model_fields if key != "message"}
         tile["trend"] = [float(rate) for rate in tile.get("trend") or []]
         return {**tile, "message": tile_sentence(tile)}
@@ -139,7 +140,8 @@ def build_server(make_transport: Callable[[], Transport]) -> MCPServer:
     )
     def benchmark_memory() -> Annotated[CallToolResult, BenchmarkResult]:
         try:
-            answer = make_transport().benchmark_memory()
+            with database_errors():
+                answer = make_transport().benchmark_memory()
         except UserError as exc:
             return tool_error(exc)
         result = BenchmarkResult(

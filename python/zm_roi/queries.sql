@@ -24,15 +24,53 @@ on conflict do nothing;
 insert into public.project_members (project_id, user_id) values (%(project_id)s, %(user_id)s)
 on conflict do nothing;
 
+-- Import: names are looked up exactly; creating one is a separate, announced step.
+-- name: create_user
+insert into auth.users (email) values (%(email)s) returning id;
+
+-- name: create_project
+insert into public.projects (name) values (%(name)s) returning id;
+
+-- name: create_team
+insert into public.teams (name) values (%(name)s) returning id;
+
+-- name: team_id_by_name
+select id from public.teams where name = %(name)s;
+
+-- name: project_names
+select name from public.projects;
+
+-- name: team_names
+select name from public.teams;
+
+-- name: is_project_member
+select exists (select from public.project_members where project_id = %(project_id)s and user_id = %(user_id)s);
+
+-- name: is_team_member
+select exists (select from public.team_members where team_id = %(team_id)s and user_id = %(user_id)s);
+
+-- A memory identical to one already in its layer (same scope and owner/project/team, kind, title and
+-- body) is not inserted again: importing a file twice adds nothing.
 -- name: insert_memory
 insert into public.memories
   (author_id, scope, project_id, team_id, kind, title, body, created_at, invalidated_at)
-values
-  (%(author_id)s, %(scope)s, %(project_id)s, %(team_id)s, %(kind)s, %(title)s, %(body)s,
-   coalesce(%(created_at)s, now()), %(invalidated_at)s);
+select %(author_id)s::uuid, %(scope)s::text, %(project_id)s::uuid, %(team_id)s::uuid, %(kind)s::text,
+       %(title)s::text, %(body)s::text, coalesce(%(created_at)s::timestamptz, now()),
+       %(invalidated_at)s::timestamptz
+where not exists (
+  select from public.memories m
+  where m.scope = %(scope)s::text and m.kind = %(kind)s::text
+    and m.title = %(title)s::text and m.body = %(body)s::text
+    and case %(scope)s::text
+          when 'personal' then m.author_id = %(author_id)s::uuid
+          when 'project' then m.project_id = %(project_id)s::uuid
+          else m.team_id = %(team_id)s::uuid
+        end
+);
 
+-- Emails compare case-insensitively, as Supabase Auth treats them.
 -- name: user_id_by_email
-select id from auth.users where email = %(email)s;
+select id from auth.users where lower(email) = lower(btrim(%(email)s)) order by created_at limit 1;
 
 -- name: act_as_user
 select set_config('role', %(role)s, true),
@@ -62,6 +100,25 @@ select extractor from roi.settings;
 -- Run as the token's user (after act_as_user): RLS lets a user see their own auth.users row only.
 -- name: caller_exists
 select exists (select from auth.users where id = (select auth.uid()));
+
+-- name: has_benchmark_schema
+select to_regclass('roi.settings') is not null;
+
+-- name: has_pg_cron
+select to_regclass('cron.job_run_details') is not null;
+
+-- The scheduled upkeep and its latest run (`zm-roi db status`).
+-- name: upkeep_job
+select j.active, d.status, d.return_message, d.start_time
+from cron.job j
+left join lateral (
+  select d.status, d.return_message, d.start_time from cron.job_run_details d
+  where d.jobid = j.jobid order by d.start_time desc nulls last limit 1
+) d on true
+where j.jobname = 'zm-roi-upkeep';
+
+-- name: user_exists
+select exists (select from auth.users where id = %(user_id)s);
 
 -- name: benchmark_memory
 select public.benchmark_memory();

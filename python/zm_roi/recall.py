@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import textwrap
 
 import psycopg
@@ -10,9 +11,13 @@ from zm_roi.errors import UserError
 from zm_roi.identity import act_as, claims_for
 from zm_roi.queries import query
 
+# A question, not a document: far above any real one, far below what the text-search parser chokes on
+# (20,000 words exhausted its stack).
+MAX_QUESTION = 2_000
+
 
 def recall_as(db_url: str, question: str, email: str, project: str | None, limit: int) -> list[tuple]:
-    with psycopg.connect(db_url) as conn, conn.transaction():
+    with psycopg.connect(db_url, connect_timeout=10) as conn, conn.transaction():
         row = conn.execute(query("user_id_by_email"), {"email": email}).fetchone()
         if row is None:
             raise UserError(f"no user {email}: import memories for them first")
@@ -20,7 +25,10 @@ def recall_as(db_url: str, question: str, email: str, project: str | None, limit
         if project:
             found = conn.execute(query("project_id_by_name"), {"name": project}).fetchone()
             if found is None:
-                raise UserError(f"no project named {project!r}")
+                names = [name for (name,) in conn.execute(query("project_names")).fetchall()]
+                near = [n for n in names if n.lower() == project.strip().lower()]
+                near = near or difflib.get_close_matches(project, names, n=1)
+                raise UserError(f"no project named {project!r}" + (f"; did you mean {near[0]!r}?" if near else ""))
             project_id = found[0]
         act_as(conn, claims_for(row[0], email))
         return conn.execute(

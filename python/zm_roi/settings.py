@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +43,8 @@ def _positive_number(env: dict[str, str], name: str, default: float) -> float:
         value = float(text)
     except ValueError:
         value = 0.0
-    if value <= 0:
+    # "inf" and "nan" parse as floats but are no timeout at all.
+    if not math.isfinite(value) or value <= 0:
         raise UserError(f"{name} must be a positive number of seconds, not {text!r}")
     return value
 
@@ -52,7 +54,7 @@ def load(environ: dict[str, str] | None = None) -> Settings:
     extractor = env.get("ZM_EXTRACTOR", "llm").strip().lower() or "llm"
     if extractor not in EXTRACTORS:
         raise UserError(f"ZM_EXTRACTOR must be one of {', '.join(EXTRACTORS)}, not {extractor!r}")
-    port_text = env.get("ZM_DB_PORT", str(DEFAULT_PORT))
+    port_text = env.get("ZM_DB_PORT", "").strip() or str(DEFAULT_PORT)
     if not port_text.isdigit() or not 0 < int(port_text) < 65536:
         raise UserError(f"ZM_DB_PORT must be a port number, not {port_text!r}")
     return Settings(

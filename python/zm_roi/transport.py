@@ -15,7 +15,7 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 
 from zm_roi import localdb, tokens
-from zm_roi.errors import AuthError, UserError
+from zm_roi.errors import AuthError, UserError, database_errors
 from zm_roi.identity import act_as
 from zm_roi.queries import query
 from zm_roi.settings import Settings
@@ -66,7 +66,7 @@ class LocalTransport:
     def _as_user(self, name: str, path: str):
         claims = self.claims()
         with (
-            _database_errors(),
+            database_errors(),
             psycopg.connect(self.authenticator_url, connect_timeout=10) as conn,
             conn.transaction(),
         ):
@@ -133,22 +133,6 @@ class SupabaseTransport:
             raise UserError(f"cannot reach {self.url}: {exc}") from None
         except SupabaseException as exc:
             raise UserError(f"SUPABASE_URL or SUPABASE_ANON_KEY is not usable: {exc.message}") from None
-
-
-@contextmanager
-def _database_errors():
-    """Database failures as one line a user can act on, never a traceback."""
-    try:
-        yield
-    except psycopg.OperationalError as exc:
-        lines = str(exc).strip().splitlines()
-        reason = lines[-1] if lines else "connection failed"
-        raise UserError(f"cannot reach the database ({reason}); is it up? try `zm-roi db up`") from None
-    except psycopg.Error as exc:
-        message = exc.diag.message_primary if exc.diag and exc.diag.message_primary else str(exc)
-        if exc.sqlstate == "28000":
-            raise AuthError(message) from None
-        raise UserError(f"the database refused the call: {message}") from None
 
 
 def local_database(config: Settings, embedded: localdb.Cluster) -> tuple[str, str]:
