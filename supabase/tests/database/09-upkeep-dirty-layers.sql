@@ -2,7 +2,7 @@
 -- layers (as the writing user, RLS applied), upkeep resolves them to owners with a pool, and
 -- retirement and top-up still happen for those owners.
 begin;
-select plan(22);
+select plan(21);
 
 select tests.create_user('ann@dirty.test');
 select tests.create_user('ben@dirty.test');
