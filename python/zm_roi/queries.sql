@@ -72,6 +72,13 @@ from public.roi_benchmark_runs r;
 -- name: worker_listen
 listen roi_work;
 
+-- What the worker will find at start: the mode, and rows already queued for a model.
+-- name: worker_queue_state
+select s.extractor,
+       (select count(*) from roi.probes p where p.state = 'pending')
+       + (select count(*) from roi.judgments j) as queued
+from roi.settings s;
+
 -- name: claim_judgment
 select run_id, probe_id, owner_id, attempt, question, source_kind, source_title, source_body, surfaced
 from roi.claim_judgment();
