@@ -15,11 +15,21 @@ order by 1;
 -- name: build_population
 select bench.build_population(%(seed)s);
 
+-- `make bench OWNERS=n`: n users, with teams and projects in the default proportions (1 team per
+-- 20 users, 1 project per 2), so memberships per user stay as in the default corpus.
+-- name: build_population_for_owners
+select bench.build_population(%(seed)s, users => %(owners)s, teams => greatest(%(owners)s / 20, 1),
+                              projects => greatest(%(owners)s / 2, 1));
+
 -- name: add_memories
 select bench.add_memories(%(chunk)s, %(count)s);
 
--- name: move_memory_epoch
-select nextval('roi.memory_epoch');
+-- Mark every owner with a pool dirty, as a write that touched everyone would (the bulk load skips
+-- the triggers, and the refill cycles below empty every pool by hand).
+-- name: mark_every_pool_dirty
+insert into roi.dirty_layers (layer, layer_id)
+select distinct 'personal', p.owner_id from roi.probes p
+on conflict do nothing;
 
 -- name: corpus_shape
 select
@@ -182,8 +192,8 @@ select roi.upkeep();
 -- name: upkeep_owner
 select roi.upkeep_owner(%(owner)s);
 
--- Empty every pool (as rotation would, all at once) so the next cycle must refill them; then move
--- the epoch, which is what makes upkeep visit every owner with a pool.
+-- Empty every pool (as rotation would, all at once) so the next cycle must refill them; then mark
+-- every owner dirty, which is what makes upkeep visit every owner with a pool.
 -- name: retire_all_probes
 update roi.probes set state = 'retired', retired_reason = 'rotated', retired_at = now(), lease_until = null
 where state in ('pending', 'active');
@@ -196,6 +206,28 @@ with ranked as (
 )
 update roi.probes p set state = 'retired', retired_reason = 'rotated', retired_at = now()
 from ranked where ranked.id = p.id and ranked.r <= %(k)s;
+
+-- Projects to write into, one per write, each with a member to write as and the number of its
+-- members with a pool: the owners a cycle after that write should visit.
+-- name: write_targets
+select r.project_id, r.members[1] as author,
+       (select count(*) from unnest(r.members) m (u) where exists (select from roi.probes p where p.owner_id = m.u))
+         as pool_owners
+from bench.project_roster r
+where cardinality(r.members) > 0
+order by r.n
+limit %(n)s;
+
+-- One project memory, written as its author (the caller switched to them first).
+-- name: write_project_memory
+insert into public.memories (author_id, scope, project_id, kind, title, body)
+values (%(author)s, 'project', %(project_id)s, 'decision', %(title)s,
+        'A decision written while the bench measures upkeep, so the next cycle has something to do.');
+
+-- The distinct owners with a pool among the members of these projects.
+-- name: pool_owners_of_projects
+select count(distinct pm.user_id) from public.project_members pm
+where pm.project_id = any (%(projects)s) and exists (select from roi.probes p where p.owner_id = pm.user_id);
 
 -- name: pool_summary
 select count(distinct owner_id) as owners, count(*) filter (where state = 'active') as active,
@@ -261,3 +293,34 @@ select count(*) from roi.judgments;
 -- name: drain_span_ms
 select extract(epoch from max(v.recorded_at) - min(v.recorded_at)) * 1000, count(*)
 from roi.verdicts v where v.judged_by = 'llm' and v.recorded_at >= %(since)s;
+
+-- ============================================================================================
+-- Model latency with one worker process (issue 13): a 1-second model, 20 questions, 20 judgments.
+-- ============================================================================================
+
+-- name: latency_owner
+insert into auth.users (email) values ('latency-owner@bench.test') returning id;
+
+-- name: latency_memories
+insert into public.memories (author_id, scope, kind, title, body)
+select %(owner)s, 'personal', (array['decision', 'gotcha', 'convention'])[1 + i %% 3],
+       format('Latency fact %%s for the cache of service %%s', i, i),
+       format('Entries for service %%s expire after %%s minutes since incident %%s.', i, i + 5, i * 7)
+from generate_series(1, %(count)s) i;
+
+-- name: get_extractor
+select extractor from roi.settings;
+
+-- name: set_extractor
+update roi.settings set extractor = %(extractor)s;
+
+-- name: active_probes_of
+select count(*) from roi.probes where owner_id = %(owner)s and state = 'active';
+
+-- name: run_closed
+select exists (select from roi.run_closures where run_id = %(run_id)s);
+
+-- Worker lanes that are connected and idle after looking for work: the worker is ready.
+-- name: idle_worker_lanes
+select count(*) from pg_stat_activity
+where usename = 'roi_worker' and state = 'idle' and query like '%%claim_generation%%';
