@@ -99,3 +99,11 @@ def test_a_bug_in_the_worker_crashes_it_with_the_row_released(db_url, worker_url
     assert Worker(worker_url, CONFIG, ScriptedModel(default_answer)).run(once=True) == 1
     [probe] = fetch(db_url, "select state from roi.probes where owner_id = %s", (owner,))
     assert probe["state"] == "active"
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "eight", "65"])
+def test_a_bad_worker_concurrency_is_one_clear_error(monkeypatch, capsys, value):
+    monkeypatch.setenv("ZM_WORKER_CONCURRENCY", value)
+    assert main(["worker", "--once"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "ZM_WORKER_CONCURRENCY must be a whole number from 1 to 64" in err
