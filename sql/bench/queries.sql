@@ -27,8 +27,8 @@ select bench.add_memories(%(chunk)s, %(count)s);
 -- Mark every owner with a pool dirty, as a write that touched everyone would (the bulk load skips
 -- the triggers, and the refill cycles below empty every pool by hand).
 -- name: mark_every_pool_dirty
-insert into roi.dirty_layers (layer, layer_id)
-select distinct 'personal', p.owner_id from roi.probes p
+insert into roi.dirty_layers (layer, layer_id, can_retire)
+select distinct 'personal', p.owner_id, true from roi.probes p
 on conflict do nothing;
 
 -- name: corpus_shape
@@ -207,10 +207,15 @@ with ranked as (
 update roi.probes p set state = 'retired', retired_reason = 'rotated', retired_at = now()
 from ranked where ranked.id = p.id and ranked.r <= %(k)s;
 
--- Projects to write into, one per write, each with a member to write as and the number of its
--- members with a pool: the owners a cycle after that write should visit.
+-- Projects to write into, one per write, each with a member to write as, the number of its members
+-- with a pool that is not full (the owners a cycle after an addition should visit) and with a pool
+-- at all (after an invalidation).
 -- name: write_targets
 select r.project_id, r.members[1] as author,
+       (select count(*) from unnest(r.members) m (u)
+        where exists (select from roi.probes p where p.owner_id = m.u)
+          and (select count(*) from roi.probes p where p.owner_id = m.u and p.state in ('pending', 'active'))
+              < (select s.pool_target from roi.settings s)) as open_pool_owners,
        (select count(*) from unnest(r.members) m (u) where exists (select from roi.probes p where p.owner_id = m.u))
          as pool_owners
 from bench.project_roster r
@@ -224,10 +229,20 @@ insert into public.memories (author_id, scope, project_id, kind, title, body)
 values (%(author)s, 'project', %(project_id)s, 'decision', %(title)s,
         'A decision written while the bench measures upkeep, so the next cycle has something to do.');
 
--- The distinct owners with a pool among the members of these projects.
+-- An invalidation, written as the author of the project's newest live memory of theirs (the caller
+-- switched to them first): it can retire probes, so every member with a pool is visited.
+-- name: invalidate_project_memory
+update public.memories set invalidated_at = now()
+where id = (select m.id from public.memories m
+            where m.project_id = %(project_id)s and m.author_id = %(author)s and m.invalidated_at is null
+            order by m.created_at desc limit 1);
+
+-- The distinct owners with a pool that is not full among the members of these projects.
 -- name: pool_owners_of_projects
 select count(distinct pm.user_id) from public.project_members pm
-where pm.project_id = any (%(projects)s) and exists (select from roi.probes p where p.owner_id = pm.user_id);
+where pm.project_id = any (%(projects)s) and exists (select from roi.probes p where p.owner_id = pm.user_id)
+  and (select count(*) from roi.probes p where p.owner_id = pm.user_id and p.state in ('pending', 'active'))
+      < (select s.pool_target from roi.settings s);
 
 -- name: pool_summary
 select count(distinct owner_id) as owners, count(*) filter (where state = 'active') as active,

@@ -15,10 +15,14 @@
 
 -- A layer whose memories or audience changed since the last upkeep cycle. `personal` marks one
 -- owner (their own memories, or their memberships); `project` and `team` mark every member.
+-- `can_retire` is false for a change that only adds (new memories, a new membership): it cannot
+-- make a probe's source invisible, so an owner whose pool is already full has nothing to do. It is
+-- part of the key so that a writer only ever inserts (an upsert would need to read marks).
 create table roi.dirty_layers (
   layer text not null check (layer in ('personal', 'project', 'team')),
   layer_id uuid not null,
-  primary key (layer, layer_id)
+  can_retire boolean not null,
+  primary key (layer, layer_id, can_retire)
 );
 
 -- ============================================================================================
@@ -31,16 +35,18 @@ create function roi.mark_memory_layers() returns trigger
 as $$
 begin
   if tg_op in ('INSERT', 'UPDATE') then
-    insert into roi.dirty_layers (layer, layer_id)
+    insert into roi.dirty_layers (layer, layer_id, can_retire)
     select distinct m.scope,
-           case m.scope when 'personal' then m.author_id when 'project' then m.project_id else m.team_id end
+           case m.scope when 'personal' then m.author_id when 'project' then m.project_id else m.team_id end,
+           tg_op = 'UPDATE'
     from new_rows m
     on conflict do nothing;
   end if;
   if tg_op in ('UPDATE', 'DELETE') then
-    insert into roi.dirty_layers (layer, layer_id)
+    insert into roi.dirty_layers (layer, layer_id, can_retire)
     select distinct m.scope,
-           case m.scope when 'personal' then m.author_id when 'project' then m.project_id else m.team_id end
+           case m.scope when 'personal' then m.author_id when 'project' then m.project_id else m.team_id end,
+           true
     from old_rows m
     on conflict do nothing;
   end if;
@@ -55,13 +61,13 @@ create function roi.mark_member_layers() returns trigger
 as $$
 begin
   if tg_op in ('INSERT', 'UPDATE') then
-    insert into roi.dirty_layers (layer, layer_id)
-    select distinct 'personal', m.user_id from new_rows m
+    insert into roi.dirty_layers (layer, layer_id, can_retire)
+    select distinct 'personal', m.user_id, tg_op = 'UPDATE' from new_rows m
     on conflict do nothing;
   end if;
   if tg_op in ('UPDATE', 'DELETE') then
-    insert into roi.dirty_layers (layer, layer_id)
-    select distinct 'personal', m.user_id from old_rows m
+    insert into roi.dirty_layers (layer, layer_id, can_retire)
+    select distinct 'personal', m.user_id, true from old_rows m
     on conflict do nothing;
   end if;
   return null;
@@ -69,23 +75,33 @@ end
 $$;
 
 -- The owners upkeep must visit for the marks it just took: personal marks are owners themselves,
--- project and team marks are their members now. Only owners with a pool need care.
+-- project and team marks are their members now. Only owners with a pool need care, and of those an
+-- owner whose marks only add knowledge needs none while their pool is full (nothing to retire,
+-- nothing to top up).
 create function roi.owners_of_layers(layers jsonb) returns setof uuid
   language sql stable security invoker set search_path = ''
 as $$
   with taken as (
-    select l ->> 'layer' as layer, (l ->> 'layer_id')::uuid as layer_id from jsonb_array_elements(layers) l
-  ), owners as (
-    select t.layer_id as owner_id from taken t where t.layer = 'personal'
-    union
-    select pm.user_id from taken t join public.project_members pm on pm.project_id = t.layer_id
+    select l ->> 'layer' as layer, (l ->> 'layer_id')::uuid as layer_id, (l ->> 'can_retire')::boolean as can_retire
+    from jsonb_array_elements(layers) l
+  ), marked as (
+    select t.layer_id as owner_id, t.can_retire from taken t where t.layer = 'personal'
+    union all
+    select pm.user_id, t.can_retire from taken t join public.project_members pm on pm.project_id = t.layer_id
     where t.layer = 'project'
-    union
-    select tm.user_id from taken t join public.team_members tm on tm.team_id = t.layer_id
+    union all
+    select tm.user_id, t.can_retire from taken t join public.team_members tm on tm.team_id = t.layer_id
     where t.layer = 'team'
+  ), owners as (
+    select m.owner_id, bool_or(m.can_retire) as can_retire from marked m group by m.owner_id
   )
   select o.owner_id from owners o
-  where exists (select from roi.probes p where p.owner_id = o.owner_id)
+  cross join lateral (
+    select count(*) filter (where p.state in ('pending', 'active')) as live, count(*) as ever
+    from roi.probes p where p.owner_id = o.owner_id
+  ) pool
+  where pool.ever > 0
+    and (o.can_retire or pool.live < (select s.pool_target from roi.settings s))
 $$;
 
 -- One upkeep cycle, idempotent: close runs past the timeout (and any whose last verdict landed
@@ -123,8 +139,9 @@ begin
     finished := finished + roi.close_run_if_done(target.run_id)::integer;
   end loop;
 
-  with taken as (delete from roi.dirty_layers d returning d.layer, d.layer_id)
-  select coalesce(jsonb_agg(jsonb_build_object('layer', t.layer, 'layer_id', t.layer_id)), '[]'::jsonb)
+  with taken as (delete from roi.dirty_layers d returning d.layer, d.layer_id, d.can_retire)
+  select coalesce(jsonb_agg(jsonb_build_object('layer', t.layer, 'layer_id', t.layer_id,
+                                               'can_retire', t.can_retire)), '[]'::jsonb)
   into marks from taken t;
 
   begin
@@ -137,7 +154,7 @@ begin
     -- raced (we skip the owner this cycle), and a call arriving now waits a moment, not a cycle.
     if not pg_try_advisory_lock(roi.owner_lock_key(target.owner_id)) then
       busy := busy + 1;
-      insert into roi.dirty_layers values ('personal', target.owner_id) on conflict do nothing;
+      insert into roi.dirty_layers values ('personal', target.owner_id, true) on conflict do nothing;
       continue;
     end if;
     begin
@@ -149,7 +166,7 @@ begin
     exception when others then
       failures := failures + 1;
       raise warning 'roi.upkeep: owner % skipped: %', target.owner_id, sqlerrm;
-      insert into roi.dirty_layers values ('personal', target.owner_id) on conflict do nothing;
+      insert into roi.dirty_layers values ('personal', target.owner_id, true) on conflict do nothing;
     end;
     perform pg_advisory_unlock(roi.owner_lock_key(target.owner_id));
   end loop;

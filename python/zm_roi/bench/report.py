@@ -292,7 +292,10 @@ def _upkeep_writes_rows(r: dict) -> list[str]:
 
     rows = [
         _series_row("idle cycle", writes["idle"], f"{writes['idle_owners_visited']} owners visited"),
-        _series_row("one write to one project, then a cycle", writes["one_write"], visits("one_write")),
+        _series_row("one new memory in one project, then a cycle", writes["one_write"], visits("one_write")),
+        _series_row(
+            "one invalidation in one project, then a cycle", writes.get("one_invalidation"), visits("one_invalidation")
+        ),
         _series_row(
             f"{writes['spread']} writes spread over {writes['spread']} projects, then a cycle",
             writes["spread_writes"],
@@ -303,9 +306,10 @@ def _upkeep_writes_rows(r: dict) -> list[str]:
         "",
         "### Upkeep after writes",
         "",
-        f"{r['corpus']['users']:,} users. Each write is a project memory written as a member of the project "
-        "(role `authenticated`), so the triggers mark the project as a user's write would; *expected* is the "
-        "project members with a pool.",
+        f"{r['corpus']['users']:,} users. Each write is made as a member of the project (role `authenticated`), "
+        "so the triggers mark the project as a user's write would. *Expected*: after a new memory, the members "
+        "whose pool is not full (a full pool has nothing to take until its next rotation); after an "
+        "invalidation, every member with a pool (it may retire one of their probes).",
         "",
         *_table(["measurement", "n", "p50 ms", "p95 ms", "owners visited"], rows),
     ]

@@ -1,8 +1,10 @@
 """Upkeep proportional to what changed (issue 13): an idle cycle, a cycle after one write to one
-project, and a cycle after 100 writes spread over 100 projects. Each write is made as a member of
-the project (role `authenticated`, RLS applied), so the triggers mark layers exactly as a user's
-write would; the cycle then visits the owners of the marked layers, and the report sets how many it
-visited beside how many it should have (the project members with a pool)."""
+project (a new memory; then an invalidation), and a cycle after 100 new memories spread over 100
+projects. Each write is made as a member of the project (role `authenticated`, RLS applied), so the
+triggers mark layers exactly as a user's write would; the cycle then visits the owners of the marked
+layers, and the report sets how many it visited beside how many it should have: the members with a
+pool that is not full after an addition (a full pool has nothing to take), every member with a pool
+after an invalidation (it may retire a probe)."""
 
 from __future__ import annotations
 
@@ -15,16 +17,22 @@ from zm_roi.identity import act_as, claims_for
 SPREAD = 100
 
 
-def _write(conn: psycopg.Connection, target: tuple, title: str) -> None:
-    project_id, author, _ = target
+def _write(conn: psycopg.Connection, target: tuple, title: str, invalidate: bool = False) -> int:
+    project_id, author, *_ = target
     with conn.transaction():
         act_as(conn, claims_for(author))
+        if invalidate:
+            return conn.execute(
+                bench_query("invalidate_project_memory"), {"author": author, "project_id": project_id}
+            ).rowcount
         conn.execute(bench_query("write_project_memory"), {"author": author, "project_id": project_id, "title": title})
+        return 1
 
 
 def measure(url: str, idle_cycles: int, one_write_cycles: int, spread_cycles: int) -> dict:
     idle = Series()
     one = Series()
+    invalidation = Series()
     spread = Series()
     cycles: list[dict] = []
     with psycopg.connect(url, autocommit=True) as conn:
@@ -33,7 +41,7 @@ def measure(url: str, idle_cycles: int, one_write_cycles: int, spread_cycles: in
             ms, row = timed(lambda: conn.execute(bench_query("upkeep")).fetchone())
             idle.add(ms)
         idle_owners = row[0]["owners"] if idle_cycles else None
-        wanted = one_write_cycles + SPREAD * spread_cycles
+        wanted = 2 * one_write_cycles + SPREAD * spread_cycles
         targets = conn.execute(bench_query("write_targets"), {"n": wanted}).fetchall()
         if not targets:
             return {"status": "no project with a member to write as"}
@@ -44,6 +52,13 @@ def measure(url: str, idle_cycles: int, one_write_cycles: int, spread_cycles: in
             ms, row = timed(lambda: conn.execute(bench_query("upkeep")).fetchone())
             one.add(ms)
             cycles.append({"kind": "one_write", "ms": round(ms, 1), "expected": target[2], **row[0]})
+        for _ in range(one_write_cycles):
+            target = next(take)
+            if not _write(conn, target, "", invalidate=True):
+                continue  # the author has no live memory in that project
+            ms, row = timed(lambda: conn.execute(bench_query("upkeep")).fetchone())
+            invalidation.add(ms)
+            cycles.append({"kind": "one_invalidation", "ms": round(ms, 1), "expected": target[3], **row[0]})
         for n in range(spread_cycles):
             batch = [next(take) for _ in range(SPREAD)]
             for i, target in enumerate(batch):
@@ -59,6 +74,7 @@ def measure(url: str, idle_cycles: int, one_write_cycles: int, spread_cycles: in
         "idle": idle.summary(),
         "idle_owners_visited": idle_owners,
         "one_write": one.summary(),
+        "one_invalidation": invalidation.summary(),
         "spread_writes": spread.summary(),
         "spread": SPREAD,
         "cycles": cycles,

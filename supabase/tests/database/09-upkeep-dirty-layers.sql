@@ -2,7 +2,7 @@
 -- layers (as the writing user, RLS applied), upkeep resolves them to owners with a pool, and
 -- retirement and top-up still happen for those owners.
 begin;
-select plan(21);
+select plan(26);
 
 select tests.create_user('ann@dirty.test');
 select tests.create_user('ben@dirty.test');
@@ -45,7 +45,8 @@ select is(roi.upkeep() ->> 'owners', '0', 'an idle cycle visits no owner');
 -- The owners a cycle would visit for the marks present now.
 create function pg_temp.would_visit() returns setof text language sql as $$
   select u.email from roi.owners_of_layers(
-    (select coalesce(jsonb_agg(jsonb_build_object('layer', d.layer, 'layer_id', d.layer_id)), '[]') from roi.dirty_layers d)
+    (select coalesce(jsonb_agg(jsonb_build_object('layer', d.layer, 'layer_id', d.layer_id, 'can_retire', d.can_retire)), '[]')
+     from roi.dirty_layers d)
   ) o(id) join auth.users u on u.id = o.id order by 1
 $$;
 create function pg_temp.pool(email text) returns setof text language sql as $$
@@ -60,8 +61,9 @@ select lives_ok($$insert into public.memories (author_id, scope, project_id, kin
 select throws_ok($$select * from roi.dirty_layers$$, '42501', null, 'a writer cannot read the marks');
 select throws_ok($$delete from roi.dirty_layers$$, '42501', null, 'nor remove them');
 select tests.clear_authentication();
-select results_eq($$select layer, layer_id from roi.dirty_layers$$,
-  $$values ('project'::text, '00000000-0000-0000-0000-0000000d1001'::uuid)$$, 'the project is marked, nothing else');
+select results_eq($$select layer, layer_id, can_retire from roi.dirty_layers$$,
+  $$values ('project'::text, '00000000-0000-0000-0000-0000000d1001'::uuid, false)$$,
+  'the project is marked (an addition: it cannot retire anything), nothing else');
 select results_eq($$select * from pg_temp.would_visit()$$, $$values ('ann@dirty.test'), ('ben@dirty.test')$$,
   'a cycle would visit exactly the project''s members');
 select is(roi.upkeep() ->> 'owners', '2', 'and visits two owners');
@@ -108,6 +110,19 @@ select results_eq($$select * from pg_temp.pool('cat@dirty.test')$$,
 delete from public.project_members where user_id = tests.user_id('cat@dirty.test')
   and project_id = '00000000-0000-0000-0000-0000000d1001';
 select is(roi.upkeep() ->> 'retired', '1', 'leaving retires the project''s probe at the next cycle');
+
+-- A full pool and a change that only adds: nothing to retire, nothing to top up, no visit.
+update roi.settings set pool_target = 2;
+insert into public.memories (author_id, scope, project_id, kind, title, body) values
+  (tests.user_id('cat@dirty.test'), 'project', '00000000-0000-0000-0000-0000000d1002', 'gotcha', 'Dirty P2 b', 'p2 b');
+select is_empty($$select * from pg_temp.would_visit()$$, 'an addition to an owner whose pool is full visits nobody');
+select is(roi.upkeep() ->> 'owners', '0', 'so the cycle is idle');
+update public.memories set invalidated_at = now() where title = 'Dirty Cat own';
+select results_eq($$select * from pg_temp.would_visit()$$, $$values ('cat@dirty.test')$$,
+  'an invalidation in the same full pool is visited');
+select is(roi.upkeep() ->> 'retired', '1', 'and retires its probe');
+select results_eq($$select x from pg_temp.pool('cat@dirty.test') x where x like '%:active'$$,
+  $$values ('Dirty P2 a:active'), ('Dirty P2 b:active')$$, 'the pool is topped back up from the new memory');
 
 select * from finish();
 rollback;
