@@ -102,12 +102,23 @@ class Worker:
         ]
         for lane in lanes:
             lane.start()
-        for lane in lanes:
-            while lane.is_alive():  # short joins, so SIGTERM's handler runs in the main thread
-                lane.join(0.2)
+        try:
+            self._join(lanes)
+        except KeyboardInterrupt:
+            # Ctrl-C acts as SIGTERM: the rows in hand are finished; a second Ctrl-C leaves them to
+            # their leases.
+            log.info("interrupted: finishing the rows in hand (Ctrl-C again to leave them to their leases)")
+            self.stop()
+            self._join(lanes)
         if self._crash is not None:
             raise self._crash
         return self.handled
+
+    @staticmethod
+    def _join(lanes: list[threading.Thread]) -> None:
+        for lane in lanes:
+            while lane.is_alive():  # short joins, so SIGTERM's handler runs in the main thread
+                lane.join(0.2)
 
     def _lane(self, once: bool) -> None:
         """One lane. A long-running worker outlives the database: when the connection is lost (a
