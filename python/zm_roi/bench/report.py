@@ -82,12 +82,20 @@ TARGETS = (
     },
     {
         "key": "upkeep_one_write",
-        "what": "upkeep cycle after one write to one project (goal set at 10,000 owners), p50",
+        "what": "upkeep cycle after one new memory in one project (goal set at 10,000 owners), p50",
         "limit_ms": 50,
         "path": ("upkeep_writes", "one_write", "p50"),
         "why": "the cycle visits the project's members with a pool, and each visit re-checks that owner's pool "
         "as the owner (retire, top up); the cost is members × one owner's care (*upkeep, one owner's empty "
         "pool filled*).",
+    },
+    {
+        "key": "upkeep_one_invalidation",
+        "what": "upkeep cycle after one invalidation in one project (goal set at 10,000 owners), p50",
+        "limit_ms": 50,
+        "path": ("upkeep_writes", "one_invalidation", "p50"),
+        "why": "an invalidation may retire a probe of any member with a pool, so each is visited: members × one "
+        "owner's care.",
     },
     {
         "key": "upkeep_spread_writes",
