@@ -200,17 +200,26 @@ class FakeOpenAI(ThreadingHTTPServer):
         self.held = threading.Event()
         self.let_go = threading.Event()
         self.requests: list[dict] = []
+        self.holding = threading.Condition(self.lock)
+        self.held_calls = 0
 
-    def hold_next_judgment(self) -> None:
+    def hold_next_judgment(self, count: int = 1) -> None:
         with self.lock:
-            self.to_hold += 1
+            self.to_hold += count
 
     def take_hold(self) -> bool:
         with self.lock:
             if self.to_hold == 0:
                 return False
             self.to_hold -= 1
+            self.held_calls += 1
+            self.holding.notify_all()
             return True
+
+    def wait_until_held(self, count: int, timeout: float = 120) -> bool:
+        """True once `count` judge calls are being held open (each a row in some worker's hand)."""
+        with self.lock:
+            return self.holding.wait_for(lambda: self.held_calls >= count, timeout)
 
 
 class _Handler(BaseHTTPRequestHandler):

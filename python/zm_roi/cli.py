@@ -166,8 +166,13 @@ def cmd_worker(args: argparse.Namespace, config: settings.Settings) -> None:
         key_encryption_key=config.key_encryption_key,
         poll_seconds=config.worker_poll_seconds,
         timeout_seconds=config.model_timeout_seconds,
+        concurrency=config.worker_concurrency,
     )
-    run_worker(worker_database_url(config), worker_config, once=args.once)
+    worker = run_worker(worker_database_url(config), worker_config, once=args.once)
+    if worker.failed and not worker.succeeded:
+        raise UserError(
+            f"every row failed ({worker.failed} of {worker.handled}; they will be retried): see the reasons above"
+        )
 
 
 def cmd_set_key(args: argparse.Namespace, config: settings.Settings) -> None:

@@ -136,6 +136,13 @@ from public.roi_benchmark_runs r;
 -- name: worker_listen
 listen roi_work;
 
+-- What the worker will find at start: the mode, and rows already queued for a model.
+-- name: worker_queue_state
+select s.extractor,
+       (select count(*) from roi.probes p where p.state = 'pending')
+       + (select count(*) from roi.judgments j) as queued
+from roi.settings s;
+
 -- name: claim_judgment
 select run_id, probe_id, owner_id, attempt, question, source_kind, source_title, source_body, surfaced
 from roi.claim_judgment();
@@ -168,10 +175,9 @@ select roi.release_judgment(%(run_id)s, %(probe_id)s, %(attempt)s, %(failure)s);
 select roi.store_provider_key(%(owner_id)s, %(provider)s, %(api_key)s, %(passphrase)s);
 
 -- ============================================================================================
--- The bench (`make bench`): its named queries live here too, prefixed bench_.
+-- The bench's queries (python/zm_roi/bench/sql.py reads them as bench_NAME). The corpus generator
+-- itself is sql/bench/corpus.sql.
 -- ============================================================================================
--- The corpus generator itself is the script sql/bench/corpus.sql.
-
 -- name: bench_deactivate_cron
 update cron.job set active = false;
 
@@ -186,11 +192,21 @@ order by 1;
 -- name: bench_build_population
 select bench.build_population(%(seed)s);
 
+-- `make bench OWNERS=n`: n users, with teams and projects in the default proportions (1 team per
+-- 20 users, 1 project per 2), so memberships per user stay as in the default corpus.
+-- name: bench_build_population_for_owners
+select bench.build_population(%(seed)s, users => %(owners)s, teams => greatest(%(owners)s / 20, 1),
+                              projects => greatest(%(owners)s / 2, 1));
+
 -- name: bench_add_memories
 select bench.add_memories(%(chunk)s, %(count)s);
 
--- name: bench_move_memory_epoch
-select nextval('roi.memory_epoch');
+-- Mark every owner with a pool dirty, as a write that touched everyone would (the bulk load skips
+-- the triggers, and the refill cycles below empty every pool by hand).
+-- name: bench_mark_every_pool_dirty
+insert into roi.dirty_layers (layer, layer_id, can_retire)
+select distinct 'personal', p.owner_id, true from roi.probes p
+on conflict do nothing;
 
 -- name: bench_corpus_shape
 select
@@ -353,8 +369,8 @@ select roi.upkeep();
 -- name: bench_upkeep_owner
 select roi.upkeep_owner(%(owner)s);
 
--- Empty every pool (as rotation would, all at once) so the next cycle must refill them; then move
--- the epoch, which is what makes upkeep visit every owner with a pool.
+-- Empty every pool (as rotation would, all at once) so the next cycle must refill them; then mark
+-- every owner dirty, which is what makes upkeep visit every owner with a pool.
 -- name: bench_retire_all_probes
 update roi.probes set state = 'retired', retired_reason = 'rotated', retired_at = now(), lease_until = null
 where state in ('pending', 'active');
@@ -367,6 +383,43 @@ with ranked as (
 )
 update roi.probes p set state = 'retired', retired_reason = 'rotated', retired_at = now()
 from ranked where ranked.id = p.id and ranked.r <= %(k)s;
+
+-- Projects to write into, one per write, each with a member to write as, the number of its members
+-- with a pool that is not full (the owners a cycle after an addition should visit) and with a pool
+-- at all (after an invalidation).
+-- name: bench_write_targets
+select r.project_id, r.members[1] as author,
+       (select count(*) from unnest(r.members) m (u)
+        where exists (select from roi.probes p where p.owner_id = m.u)
+          and (select count(*) from roi.probes p where p.owner_id = m.u and p.state in ('pending', 'active'))
+              < (select s.pool_target from roi.settings s)) as open_pool_owners,
+       (select count(*) from unnest(r.members) m (u) where exists (select from roi.probes p where p.owner_id = m.u))
+         as pool_owners
+from bench.project_roster r
+where cardinality(r.members) > 0
+order by r.n
+limit %(n)s;
+
+-- One project memory, written as its author (the caller switched to them first).
+-- name: bench_write_project_memory
+insert into public.memories (author_id, scope, project_id, kind, title, body)
+values (%(author)s, 'project', %(project_id)s, 'decision', %(title)s,
+        'A decision written while the bench measures upkeep, so the next cycle has something to do.');
+
+-- An invalidation, written as the author of the project's newest live memory of theirs (the caller
+-- switched to them first): it can retire probes, so every member with a pool is visited.
+-- name: bench_invalidate_project_memory
+update public.memories set invalidated_at = now()
+where id = (select m.id from public.memories m
+            where m.project_id = %(project_id)s and m.author_id = %(author)s and m.invalidated_at is null
+            order by m.created_at desc limit 1);
+
+-- The distinct owners with a pool that is not full among the members of these projects.
+-- name: bench_pool_owners_of_projects
+select count(distinct pm.user_id) from public.project_members pm
+where pm.project_id = any (%(projects)s) and exists (select from roi.probes p where p.owner_id = pm.user_id)
+  and (select count(*) from roi.probes p where p.owner_id = pm.user_id and p.state in ('pending', 'active'))
+      < (select s.pool_target from roi.settings s);
 
 -- name: bench_pool_summary
 select count(distinct owner_id) as owners, count(*) filter (where state = 'active') as active,
@@ -432,3 +485,34 @@ select count(*) from roi.judgments;
 -- name: bench_drain_span_ms
 select extract(epoch from max(v.recorded_at) - min(v.recorded_at)) * 1000, count(*)
 from roi.verdicts v where v.judged_by = 'llm' and v.recorded_at >= %(since)s;
+
+-- ============================================================================================
+-- Model latency with one worker process (issue 13): a 1-second model, 20 questions, 20 judgments.
+-- ============================================================================================
+
+-- name: bench_latency_owner
+insert into auth.users (email) values ('latency-owner@bench.test') returning id;
+
+-- name: bench_latency_memories
+insert into public.memories (author_id, scope, kind, title, body)
+select %(owner)s, 'personal', (array['decision', 'gotcha', 'convention'])[1 + i %% 3],
+       format('Latency fact %%s for the cache of service %%s', i, i),
+       format('Entries for service %%s expire after %%s minutes since incident %%s.', i, i + 5, i * 7)
+from generate_series(1, %(count)s) i;
+
+-- name: bench_get_extractor
+select extractor from roi.settings;
+
+-- name: bench_set_extractor
+update roi.settings set extractor = %(extractor)s;
+
+-- name: bench_active_probes_of
+select count(*) from roi.probes where owner_id = %(owner)s and state = 'active';
+
+-- name: bench_run_closed
+select exists (select from roi.run_closures where run_id = %(run_id)s);
+
+-- Worker lanes that are connected and idle after looking for work: the worker is ready.
+-- name: bench_idle_worker_lanes
+select count(*) from pg_stat_activity
+where usename = 'roi_worker' and state = 'idle' and query like '%%claim_generation%%';
