@@ -6,6 +6,8 @@ this module picks the run they explain and words them. It never sees question or
 
 from __future__ import annotations
 
+from decimal import ROUND_HALF_UP, Decimal
+
 KIND_ORDER = ("decision", "gotcha", "convention")
 SCOPE_ORDER = ("personal", "project", "team")
 DIMENSIONS = (("kind", "By kind", KIND_ORDER), ("scope", "By layer", SCOPE_ORDER))
@@ -36,14 +38,15 @@ def agreement_line(run: dict) -> str | None:
     if run.get("mode") != "llm" or not run.get("judged_count"):
         return None
     return (
-        f"The judge agreed with search on {run.get('retrieval_agreement_count') or 0} of "
-        f"{run['judged_count']}: elsewhere it found the answer in other memories, or not in the source."
+        f"The judge and search agreed on {run.get('retrieval_agreement_count') or 0} of {run['judged_count']}; "
+        "where they differ, another memory answered, or the surfaced source did not."
     )
 
 
 def p_text(p) -> str:
-    p = float(p)
-    return "p < 0.01" if p < 0.01 else f"p = {p:.2f}"
+    """Two decimals, rounded half up as people do by hand (0.625 reads 0.63)."""
+    shown = Decimal(str(p)).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+    return "p < 0.01" if shown < Decimal("0.01") else f"p = {shown}"
 
 
 def paired_line(run: dict) -> str:
