@@ -15,7 +15,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from tests.support import as_user
-from tests.worker_support import KNOWLEDGE, benchmark, fetch, question_for, set_settings
+from tests.worker_support import (
+    GENERATION_MODEL,
+    JUDGE_MODEL,
+    KNOWLEDGE,
+    ScriptedModel,
+    benchmark,
+    default_answer,
+    fetch,
+    question_for,
+    set_settings,
+)
 from zm_roi import llm
 from zm_roi.llm import litellm
 from zm_roi.queries import query
@@ -175,3 +185,37 @@ def test_cost_per_run_and_the_closed_book_spot_check(db_url, worker_url, llm_mod
         ]["n"]
         == 0
     )
+
+
+def test_a_spot_check_whose_grade_fails_is_retried_and_both_calls_are_metered(db_url, worker_url, llm_mode, owners):
+    config = WorkerConfig(generation_model=GENERATION_MODEL, judge_model=JUDGE_MODEL)
+    grades = iter(['{"correct": "yes"}', json.dumps({"correct": False, "reason": "It does not know."})])
+
+    def answer(model: str, prompt: str) -> str:
+        if prompt.startswith("Answer the question below"):
+            return json.dumps({"answer": "I do not know."})
+        if prompt.startswith("You grade an answer"):
+            return next(grades)
+        return default_answer(model, prompt)
+
+    carol = owners.create(KNOWLEDGE[:1])
+    model = ScriptedModel(answer)
+    benchmark(db_url, carol)
+    Worker(worker_url, config, model).run(once=True)
+    set_settings(db_url, closed_book_checks=1)
+    run_id = benchmark(db_url, carol)["run_id"]
+
+    # The judgment, then the spot-check: the grade is not a boolean, so the row goes back to the queue.
+    assert Worker(worker_url, config, model).run(once=True) == 2
+    [queued] = fetch(db_url, "select attempts, last_error from roi.closed_book_queue where run_id = %s", (run_id,))
+    assert queued["attempts"] == 1 and "correct" in queued["last_error"]
+    assert "I do not know" not in queued["last_error"], "the bare answer is never kept"
+    fetch(db_url, "update roi.closed_book_queue set run_after = now() where run_id = %s returning 1", (run_id,))
+    assert Worker(worker_url, config, model).run(once=True) == 1
+
+    events = fetch(db_url, "select purpose, cost_usd from public.usage_events where run_id = %s order by id", (run_id,))
+    assert [e["purpose"] for e in events] == ["judgment"] + ["closed_book_answer", "closed_book_grade"] * 2
+    assert {e["cost_usd"] for e in events} == {None}, "a model the local price map does not know has no cost"
+    [run] = as_user(db_url, carol, "select * from public.roi_benchmark_runs")
+    assert (run["closed_book_checked"], run["closed_book_correct"], run["closed_book_agreement_count"]) == (1, 0, 1)
+    assert run["cost_usd"] is None and run["input_tokens"] > 0

@@ -143,8 +143,9 @@ end
 $$;
 
 -- Hands a worker the next due spot-check under a fresh lease, with the question and the ground truth
--- (the grading call needs it; the answering call gets the question only). A row whose attempts are
--- used up and whose lease ran out is dropped first: a spot-check that keeps failing is not counted.
+-- (the grading call needs it; the answering call gets the question only). Dropped first: a row whose
+-- attempts are used up and whose lease ran out (a spot-check that keeps failing is not counted), and a
+-- row whose source the owner can no longer see (nothing is asked about a memory they lost).
 create function roi.claim_closed_book()
   returns table (run_id uuid, probe_id uuid, owner_id uuid, attempt integer, question text,
                  source_kind text, source_title text, source_body text)
@@ -155,7 +156,9 @@ declare
 begin
   select * into config from roi.settings;
   delete from roi.closed_book_queue q
-  where q.attempts >= config.max_attempts and q.lease_until < now();
+  where (q.attempts >= config.max_attempts and q.lease_until < now())
+     or exists (select from roi.probes p where p.id = q.probe_id
+                and p.retired_reason in ('source_invalidated', 'source_unreachable'));
 
   return query
   with next as (

@@ -1,7 +1,7 @@
 -- Diagnosable runs: retrieval figures, the breakdown, the paired comparison with its exact sign test,
 -- cost per run and the closed-book spot-check, each proved on constructed data.
 begin;
-select plan(38);
+select plan(43);
 
 -- ---- Part A: a real deterministic run where look-alikes crowd sources out of the top ten --------
 select tests.create_user('looks@diag.test');
@@ -133,19 +133,19 @@ join (values
   ('00000000-0000-0000-0000-0000000f0003'::uuid, 9, null, null), ('00000000-0000-0000-0000-0000000f0003'::uuid, 10, true, true)
 ) v (run_id, n, w, wo) on p.id = format('00000000-0000-0000-0000-0000000c00%s', lpad(v.n::text, 2, '0'))::uuid;
 
--- Cost: run 3 made two priced calls on the deployment's key and one unpriced call on the owner's
--- own key; run 2 one unpriced call; run 1 none. A generation call (no run) counts for no run.
+-- Cost: run 3 made two priced calls on the deployment's key and one on the owner's own key; run 2
+-- one unpriced call; run 1 none. A generation call (no run) counts for no run.
 insert into public.usage_events (owner_id, purpose, model, run_id, probe_id, input_tokens, output_tokens, byok,
                                  cost_usd) values
-  (:'built', 'judgment', 'openai/gpt-4o-mini', '00000000-0000-0000-0000-0000000f0003',
+  (:'built', 'judgment', 'pgtap-diag-priced', '00000000-0000-0000-0000-0000000f0003',
    '00000000-0000-0000-0000-0000000c0001', 100, 20, false, 0.000027),
-  (:'built', 'closed_book_grade', 'openai/gpt-4o-mini', '00000000-0000-0000-0000-0000000f0003',
+  (:'built', 'closed_book_grade', 'pgtap-diag-priced', '00000000-0000-0000-0000-0000000f0003',
    '00000000-0000-0000-0000-0000000c0002', 100, 20, false, 0.000027),
-  (:'built', 'closed_book_answer', 'self-hosted', '00000000-0000-0000-0000-0000000f0003',
-   '00000000-0000-0000-0000-0000000c0003', 100, 20, true, null),
-  (:'built', 'judgment', 'self-hosted', '00000000-0000-0000-0000-0000000f0002',
+  (:'built', 'closed_book_answer', 'pgtap-diag-priced', '00000000-0000-0000-0000-0000000f0003',
+   '00000000-0000-0000-0000-0000000c0003', 100, 20, true, 0.000027),
+  (:'built', 'judgment', 'pgtap-diag-unpriced', '00000000-0000-0000-0000-0000000f0002',
    '00000000-0000-0000-0000-0000000c0001', 50, 5, false, null),
-  (:'built', 'probe_generation', 'openai/gpt-4o-mini', null, '00000000-0000-0000-0000-0000000c0001', 999, 99, false,
+  (:'built', 'probe_generation', 'pgtap-diag-priced', null, '00000000-0000-0000-0000-0000000c0001', 999, 99, false,
    0.0002091);
 
 -- The spot-check of run 3: the bare model missed c01 and c02 and got c03 right; the judge said
@@ -212,8 +212,16 @@ select is((select paired_p_value from public.roi_benchmark_runs where run_id = '
 select results_eq(
   $$select input_tokens::int, output_tokens::int, cost_usd, own_key_calls from public.roi_benchmark_runs
     order by started_at$$,
-  $$values (0, 0, null::numeric, 0), (50, 5, null, 0), (300, 60, 0.000054, 1), (0, 0, null, 0)$$,
+  $$values (0, 0, null::numeric, 0), (50, 5, null, 0), (300, 60, 0.000081, 1), (0, 0, null, 0)$$,
   'tokens and cost per run: null when no call was priced, own-key calls counted, generation calls in no run');
+select tests.clear_authentication();
+select results_eq(
+  $$select purpose, calls::int, cost_usd from roi.deployment_token_totals where model = 'pgtap-diag-priced'
+    order by purpose$$,
+  $$values ('closed_book_grade', 1, 0.000027::numeric), ('judgment', 1, 0.000027), ('probe_generation', 1, 0.0002091)$$,
+  'operators'' totals gain the cost, and still leave out the call on the owner''s own key');
+select col_default_is('roi', 'settings', 'closed_book_checks', '0', 'the closed-book spot-check is off by default');
+select tests.authenticate_as('built@diag.test');
 
 -- The spot-check.
 select results_eq(
@@ -244,6 +252,18 @@ select is(roi.record_closed_book((select run_id from claimed), (select probe_id 
   'the grade is recorded');
 select is(roi.record_closed_book((select run_id from claimed), (select probe_id from claimed), false), false,
   'a second grade for the same probe is a no-op');
+-- A spot-check that keeps failing is dropped, never guessed; a stale release changes nothing.
+reset role;
+update roi.settings set max_attempts = 2;
+update roi.closed_book_queue set lease_until = now() - interval '1 second';  -- its worker died
+set local role roi_worker;
+create temporary table last_try on commit drop as select * from roi.claim_closed_book();
+select is(roi.release_closed_book((select run_id from last_try), (select probe_id from last_try), 7, 'late'), 'stale',
+  'a release for another attempt is stale');
+select is(roi.release_closed_book((select run_id from last_try), (select probe_id from last_try), 2, 'boom'), 'dropped',
+  'a failure on the last allowed attempt drops the spot-check');
+select is((select count(*)::int from roi.closed_book_queue where run_id = '00000000-0000-0000-0000-0000000f0004'), 0,
+  'and the queue is empty');
 select throws_ok(format($$insert into roi.closed_book_results (run_id, probe_id, owner_id, bare_correct)
     values ('00000000-0000-0000-0000-0000000f0001', '00000000-0000-0000-0000-0000000b0001', %L, true)$$, :'built'),
   '42501', null, 'the worker cannot record a result for a probe it was not asked to check');
