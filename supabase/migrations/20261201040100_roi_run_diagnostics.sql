@@ -412,9 +412,14 @@ create policy "The worker leases queued spot-checks" on roi.closed_book_queue
 create policy "The worker removes finished spot-checks from the queue" on roi.closed_book_queue
   for delete to roi_worker using (true);
 
-create policy "The worker reads the probes it spot-checks" on roi.probes
+-- One select policy per role and action (Supabase's advisor flags two permissive ones): the worker's
+-- existing one, widened to the probes it spot-checks.
+drop policy "The worker reads pending probes and the probes it judges" on roi.probes;
+create policy "The worker reads pending probes and the probes it judges or spot-checks" on roi.probes
   for select to roi_worker
-  using (exists (select from roi.closed_book_queue q where q.probe_id = probes.id));
+  using (state = 'pending' or activated_at = now() or retired_at = now()
+         or exists (select from roi.judgments j where j.probe_id = probes.id)
+         or exists (select from roi.closed_book_queue q where q.probe_id = probes.id));
 
 create policy "The worker reads spot-check results" on roi.closed_book_results
   for select to roi_worker using (true);
