@@ -19,6 +19,7 @@ EXPOSED_RELATIONS = {
     "memories",
     "project_members",
     "projects",
+    "roi_benchmark_breakdown",
     "roi_benchmark_runs",
     "roi_benchmark_tile",
     "team_members",
@@ -118,13 +119,20 @@ def test_another_user_reads_nothing_of_the_owner_anywhere(db_url, scene, reliabi
     )
     assert leaks == []
     assert "roi.probes" in seen, "the enumeration reached the private schema as authenticated"
+    assert {"public.roi_benchmark_breakdown", "roi.recall_outcomes", "roi.closed_book_results"} <= set(seen), (
+        "the enumeration reached the diagnostics too"
+    )
 
 
 def test_the_owner_reads_no_question_and_no_snapshot_without_the_gate(db_url, scene):
     seen = everything_readable(db_url, claims_for(scene["owner"]))
     assert scene["sentinel"] in seen["public.memories"], "the owner does read their own memory"
     assert [name for name, text in seen.items() if scene["question"] in text] == []
-    assert seen["roi.probes"] == seen["roi.recalls"] == seen["roi.judgments"] == ""
+    assert seen["roi.probes"] == seen["roi.recalls"] == seen["roi.judgments"] == seen["roi.closed_book_queue"] == ""
+    # The diagnostics reach the owner as aggregates and text-free facts: kind, scope, rank, counts.
+    assert '"dimension":"scope","value":"personal"' in seen["public.roi_benchmark_breakdown"]
+    assert '"source_rank":1' in seen["roi.recall_outcomes"]
+    assert '"source_surfaced_count":1' in seen["public.roi_benchmark_runs"]
 
 
 def outcome_as(db_url: str, claims: dict, statement: str, summary, params: tuple = ()) -> str:

@@ -100,15 +100,18 @@ def test_the_local_transport_acts_as_the_token_user_through_authenticator(cluste
         started = local.benchmark_memory()
         tile = local.tile()
         runs = local.runs()
+        breakdown = local.breakdown()
         opened = list(connections)
     # PostgREST's login, never the superuser, carries the user's calls and the lookup before each.
-    assert opened == ["authenticator"] * 4
+    assert opened == ["authenticator"] * 5
     assert (before["state"], before["exclusive_rate"], before["trend"]) == ("invite", None, [])
     assert started["status"] == "started" and started["probes"] == 4
     assert tile["state"] == "ready" and tile["latest_run_id"] == started["run_id"]
     assert tile["judged_count"] == 4 and 0 <= tile["exclusive_rate"] <= 1
     assert isinstance(tile["latest_run_at"], str)  # the JSON shapes PostgREST sends, not Python objects
     assert [run["run_id"] for run in runs] == [started["run_id"]], "the other user's run is not visible"
+    assert {row["run_id"] for row in breakdown} == {started["run_id"]}
+    assert sum(row["judged_count"] for row in breakdown if row["dimension"] == "kind") == 4
 
 
 def test_the_local_transport_holds_no_superuser_credentials(cluster, email):
@@ -261,16 +264,19 @@ def test_the_supabase_transport_calls_the_rpc_through_postgrest_with_the_users_t
         ("POST", "/rest/v1/rpc/benchmark_memory"): (200, {"status": "started", "run_id": RUN_ID, "probes": 20}),
         ("GET", "/rest/v1/roi_benchmark_tile"): (200, [TILE]),
         ("GET", "/rest/v1/roi_benchmark_runs"): (200, []),
+        ("GET", "/rest/v1/roi_benchmark_breakdown"): (200, []),
     }
     with FakePostgREST(replies) as api:
         supa = SupabaseTransport(api.url, ANON_KEY, token)
         assert supa.benchmark_memory() == {"status": "started", "run_id": RUN_ID, "probes": 20}
         assert supa.tile() == TILE
         assert supa.runs() == []
-    rpc, tile, runs = api.requests
+        assert supa.breakdown() == []
+    rpc, tile, runs, breakdown = api.requests
+    assert (breakdown["method"], breakdown["path"]) == ("GET", "/rest/v1/roi_benchmark_breakdown")
     assert (rpc["method"], rpc["path"]) == ("POST", "/rest/v1/rpc/benchmark_memory")
     assert json.loads(rpc["body"] or "{}") == {}
-    for request in (rpc, tile, runs):
+    for request in (rpc, tile, runs, breakdown):
         assert request["headers"]["apikey"] == ANON_KEY
         assert request["headers"]["authorization"] == f"Bearer {token}"
     assert (tile["method"], tile["path"]) == ("GET", "/rest/v1/roi_benchmark_tile")

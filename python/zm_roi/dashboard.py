@@ -1,6 +1,6 @@
 """`zm-roi dashboard`: the "Only memory knows" tile as a self-contained HTML page.
 
-The page is rendered from the two public views, read through the transport as the user named by the
+The page is rendered from the public views (tile, runs, breakdown), read through the transport as the user named by the
 access token, so it can only ever show that user's aggregates. No external assets: styles and the
 sparkline are inline, and the page's content security policy forbids loading anything else.
 """
@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import jinja2
 
+from zm_roi import diagnostics
 from zm_roi.errors import UserError, database_errors
 from zm_roi.transport import Transport
 
@@ -68,11 +69,27 @@ def sparkline(trend: list) -> dict | None:
     }
 
 
-def view_model(tile: dict | None, runs: list[dict]) -> dict:
+def explained(run: dict | None, breakdown: list[dict]) -> dict | None:
+    """The diagnostics of the scored run, worded (see zm_roi.diagnostics), for the card under the tile."""
+    if run is None:
+        return None
+    return {
+        "started": when(run["started_at"], "%-d %b, %H:%M UTC"),
+        "retrieval": diagnostics.retrieval_line(run),
+        "agreement": diagnostics.agreement_line(run),
+        "paired": diagnostics.paired_line(run),
+        "cost": diagnostics.cost_line(run),
+        "closed_book": diagnostics.closed_book_line(run),
+        "groups": diagnostics.breakdown_groups(breakdown, run["run_id"]),
+    }
+
+
+def view_model(tile: dict | None, runs: list[dict], breakdown: list[dict] | None = None) -> dict:
     """Everything the template shows, already formatted; no logic left for the template but layout."""
     tile = tile or {"state": "invite", "hint": ""}
     latest = runs[0] if runs else None
     rate = pct(tile.get("exclusive_rate"))
+    scored = diagnostics.scored_run(runs) if rate is not None else None
     return {
         "state": tile["state"],
         "has_score": rate is not None,
@@ -101,13 +118,15 @@ def view_model(tile: dict | None, runs: list[dict]) -> dict:
             for run in runs[:RECENT_RUNS]
         ],
         "more_runs": max(0, len(runs) - RECENT_RUNS),
+        "diagnostics": explained(scored, breakdown or []),
         "rendered_at": datetime.now(UTC).strftime("%-d %b %Y, %H:%M UTC"),
     }
 
 
 def render(transport: Transport) -> str:
     """The page for the transport's user."""
-    return _environment().get_template("dashboard.html.j2").render(**view_model(transport.tile(), transport.runs()))
+    page = view_model(transport.tile(), transport.runs(), transport.breakdown())
+    return _environment().get_template("dashboard.html.j2").render(**page)
 
 
 def render_error(message: str) -> str:

@@ -123,13 +123,17 @@ select exists (select from auth.users where id = %(user_id)s);
 -- name: benchmark_memory
 select public.benchmark_memory();
 
--- The two views as JSON, so the local transport hands back exactly what PostgREST would send.
+-- The views as JSON, so the local transport hands back exactly what PostgREST would send.
 -- name: benchmark_tile
 select to_jsonb(t) from public.roi_benchmark_tile t;
 
 -- name: benchmark_runs
 select coalesce(jsonb_agg(to_jsonb(r) order by r.started_at desc), '[]'::jsonb)
 from public.roi_benchmark_runs r;
+
+-- name: benchmark_breakdown
+select coalesce(jsonb_agg(to_jsonb(b) order by b.run_id, b.dimension, b.value), '[]'::jsonb)
+from public.roi_benchmark_breakdown b;
 
 -- The worker (connected as roi_worker): the verbs of supabase/migrations/*_roi_worker.sql.
 
@@ -156,7 +160,7 @@ select roi.owner_provider_key(%(owner_id)s, %(provider)s, %(passphrase)s);
 
 -- name: record_usage
 select roi.record_usage(%(owner_id)s, %(purpose)s, %(model)s, %(run_id)s, %(probe_id)s,
-                        %(input_tokens)s, %(output_tokens)s, %(byok)s);
+                        %(input_tokens)s, %(output_tokens)s, %(byok)s, %(cost_usd)s::numeric);
 
 -- name: record_question
 select roi.record_question(%(probe_id)s, %(question)s);
@@ -170,6 +174,16 @@ select roi.record_verdict(%(run_id)s, %(probe_id)s, %(with_memory)s, %(without_m
 
 -- name: release_judgment
 select roi.release_judgment(%(run_id)s, %(probe_id)s, %(attempt)s, %(failure)s);
+
+-- name: claim_closed_book
+select run_id, probe_id, owner_id, attempt, question, source_kind, source_title, source_body
+from roi.claim_closed_book();
+
+-- name: record_closed_book
+select roi.record_closed_book(%(run_id)s, %(probe_id)s, %(correct)s);
+
+-- name: release_closed_book
+select roi.release_closed_book(%(run_id)s, %(probe_id)s, %(attempt)s, %(failure)s);
 
 -- name: store_provider_key
 select roi.store_provider_key(%(owner_id)s, %(provider)s, %(api_key)s, %(passphrase)s);

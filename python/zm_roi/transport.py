@@ -22,6 +22,7 @@ from zm_roi.settings import Settings
 
 TILE_VIEW = "roi_benchmark_tile"
 RUNS_VIEW = "roi_benchmark_runs"
+BREAKDOWN_VIEW = "roi_benchmark_breakdown"
 
 
 class Transport(Protocol):
@@ -37,6 +38,10 @@ class Transport(Protocol):
 
     def runs(self) -> list[dict]:
         """The caller's rows of public.roi_benchmark_runs, newest first."""
+        ...
+
+    def breakdown(self) -> list[dict]:
+        """The caller's rows of public.roi_benchmark_breakdown (every run, by kind and by scope)."""
         ...
 
 
@@ -62,6 +67,9 @@ class LocalTransport:
 
     def runs(self) -> list[dict]:
         return self._as_user("benchmark_runs", f"/{RUNS_VIEW}")
+
+    def breakdown(self) -> list[dict]:
+        return self._as_user("benchmark_breakdown", f"/{BREAKDOWN_VIEW}")
 
     def _as_user(self, name: str, path: str):
         claims = self.claims()
@@ -104,6 +112,10 @@ class SupabaseTransport:
     def runs(self) -> list[dict]:
         with self._client() as client:
             return client.table(RUNS_VIEW).select("*").order("started_at", desc=True).execute().data
+
+    def breakdown(self) -> list[dict]:
+        with self._client() as client:
+            return client.table(BREAKDOWN_VIEW).select("*").execute().data
 
     @contextmanager
     def _client(self):

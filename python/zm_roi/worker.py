@@ -1,8 +1,8 @@
 """`zm-roi worker`: the LLM half of the benchmark. Each of its lanes (ZM_WORKER_CONCURRENCY threads, 8 by
 default, each with its own connection) claims one queued row at a time (a queued judgment first, since
-a user is waiting for that run, else a pending probe), asks the model, and hands the outcome back to
-SQL together with the call's usage event, in one transaction. Several calls are in flight at once, so
-a 20-question pool or run costs a few model round trips, not twenty.
+a user is waiting for that run, then a closed-book spot-check, else a pending probe), asks the model,
+and hands the outcome back to SQL together with the call's usage event, in one transaction. Several
+calls are in flight at once, so a 20-question pool or run costs a few model round trips, not twenty.
 
 Every state change goes through the roi_worker verbs (claim_…, record_…, release_…); the worker
 connects as `roi_worker` and sees only what the claimed row carries. NOTIFY wakes it, polling
@@ -172,6 +172,8 @@ class Worker:
         job = conn.execute(query("claim_judgment")).fetchone()
         if job is not None:
             ok = self._judge(conn, job)
+        elif (job := conn.execute(query("claim_closed_book")).fetchone()) is not None:
+            ok = self._closed_book(conn, job)
         else:
             job = conn.execute(query("claim_generation")).fetchone()
             if job is None:
@@ -263,6 +265,45 @@ class Worker:
         )
         return outcome.failure is None
 
+    def _closed_book(self, conn: psycopg.Connection, job: dict) -> bool:
+        """The judge's spot-check: the model answers the question alone (no memory, no ground truth), then
+        a grading call compares that answer with the ground truth. Both calls are metered; the bare answer
+        is never stored or logged."""
+        model = self.config.judge_model
+        release = {"run_id": job["run_id"], "probe_id": job["probe_id"], "attempt": job["attempt"]}
+        ask = {"release_query": "release_closed_book", "release_args": release}
+        bare = prompts.closed_book_prompt(job["question"])
+        answer = self._ask(conn, job, model, bare, prompts.parse_bare_answer, **ask)
+        grade = None
+        if answer.failure is None:
+            grading = prompts.closed_book_grade_prompt(
+                job["question"], job["source_kind"], job["source_title"], job["source_body"], answer.value
+            )
+            grade = self._ask(conn, job, model, grading, prompts.parse_grade, **ask)
+        failure = answer.failure or (grade.failure if grade else None)
+        with conn.transaction():
+            self._meter(conn, "closed_book_answer", model, job, answer)
+            if grade is not None:
+                self._meter(conn, "closed_book_grade", model, job, grade)
+            if failure is None:
+                correct = grade.value.correct
+                done = _scalar(conn, "record_closed_book", {**release, "correct": correct})
+                result = f"bare model {'right' if correct else 'wrong'}" if done else "grade dropped: no longer queued"
+            else:
+                state = _scalar(conn, "release_closed_book", {**release, "failure": failure})
+                result = f"{_FAILED[state]}: {failure}"
+        log.info(
+            "closed-book run=%s probe=%s owner=%s attempt=%s: %s%s%s",
+            job["run_id"],
+            job["probe_id"],
+            job["owner_id"],
+            job["attempt"],
+            result,
+            _usage_note(answer),
+            _usage_note(grade) if grade else "",
+        )
+        return failure is None
+
     # ---- shared steps ------------------------------------------------------------------------
 
     def _ask(
@@ -335,6 +376,7 @@ class Worker:
                 "input_tokens": outcome.reply.input_tokens,
                 "output_tokens": outcome.reply.output_tokens,
                 "byok": outcome.byok,
+                "cost_usd": outcome.reply.cost_usd,
             },
         )
 
@@ -358,6 +400,7 @@ _FAILED = {
     "retired": "failed for the last time, probe retired",
     "skipped": "failed for the last time, recorded as skipped",
     "stale": "failed, and the row had already moved on",
+    "dropped": "failed for the last time, spot-check dropped",
 }
 
 
@@ -381,7 +424,8 @@ def _usage_note(outcome: Outcome) -> str:
     if outcome.reply is None:
         return ""
     key = "own key" if outcome.byok else "deployment key"
-    return f" [{outcome.reply.input_tokens}+{outcome.reply.output_tokens} tokens, {key}]"
+    cost = "" if outcome.reply.cost_usd is None else f", ${outcome.reply.cost_usd:.6f}"
+    return f" [{outcome.reply.input_tokens}+{outcome.reply.output_tokens} tokens{cost}, {key}]"
 
 
 def run_worker(db_url: str, config: WorkerConfig, once: bool = False) -> Worker:
