@@ -374,13 +374,11 @@ create function roi.record_question(target_probe uuid, new_question text, new_em
   language plpgsql volatile security invoker set search_path = ''
 as $$
 begin
-  if not roi.record_question(target_probe, new_question) then
-    return false;
-  end if;
+  -- Set while the probe is still pending: that is the row the worker may update.
   update roi.probes p
   set question_embedding = new_embedding, question_embedding_model = new_embedding_model
-  where p.id = target_probe;
-  return true;
+  where p.id = target_probe and p.state = 'pending';
+  return roi.record_question(target_probe, new_question);
 end
 $$;
 
