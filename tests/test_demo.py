@@ -25,7 +25,14 @@ def demo_env():
     home = Path(tempfile.mkdtemp(prefix="zm-roi-demo-"))
     home.chmod(0o755)
     env = {**os.environ, "ZM_DB_HOME": str(home / "db"), "ZM_DB_PORT": str(localdb.free_port())}
-    for variable in ("ZM_DB_URL", "ZM_EXTRACTOR", "ZM_ACCESS_TOKEN", "SUPABASE_URL", "SUPABASE_ANON_KEY"):
+    for variable in (
+        "ZM_DB_URL",
+        "ZM_EXTRACTOR",
+        "ZM_ACCESS_TOKEN",
+        "SUPABASE_URL",
+        "SUPABASE_ANON_KEY",
+        "ZM_EMBEDDING_MODEL",
+    ):
         env.pop(variable, None)
     yield env
     localdb.Cluster(home / "db", int(env["ZM_DB_PORT"])).destroy()

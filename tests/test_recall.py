@@ -28,6 +28,12 @@ MEMORIES = [
 PARAPHRASE = "How do we ship a new version without taking customers offline?"
 
 
+@pytest.fixture(autouse=True)
+def _offline_embeddings(monkeypatch):
+    """The suite runs with embeddings off (conftest); these tests use the real offline model."""
+    monkeypatch.setenv("ZM_EMBEDDING_MODEL", embeddings.OFFLINE_MODEL)
+
+
 @pytest.fixture
 def project_user(db_url, email):
     project = f"hyb-{uuid.uuid4().hex[:10]}"

@@ -385,7 +385,7 @@ $$;
 -- A memory whose text changes loses its embedding (it described the old text); the backfill
 -- embeds it again. A write that sets the embedding itself keeps it. (Compared as text: with an empty
 -- search_path pgvector's `=` is not visible.)
-create function public.forget_stale_embedding() returns trigger
+create function roi.forget_stale_embedding() returns trigger
   language plpgsql security invoker set search_path = ''
 as $$
 begin
@@ -402,7 +402,7 @@ $$;
 -- Triggers
 -- ============================================================================================
 create trigger memories_forget_stale_embedding before update of title, body on public.memories
-  for each row execute function public.forget_stale_embedding();
+  for each row execute function roi.forget_stale_embedding();
 
 -- ============================================================================================
 -- Policies
@@ -431,10 +431,10 @@ grant execute on function public.recall_lexical(text, uuid, uuid, integer, boole
 
 revoke execute on function roi.resolve_recall_function(text), roi.configure_recall(text),
   roi.configured_recall(text, uuid, uuid, integer, boolean, extensions.vector),
-  roi.record_question(uuid, text, extensions.vector, text), public.forget_stale_embedding() from public;
+  roi.record_question(uuid, text, extensions.vector, text), roi.forget_stale_embedding() from public;
+-- (A trigger function needs no grant to fire.)
 grant execute on function roi.configured_recall(text, uuid, uuid, integer, boolean, extensions.vector)
   to authenticated;
-grant execute on function public.forget_stale_embedding() to authenticated, roi_embedder;
 grant execute on function roi.record_question(uuid, text, extensions.vector, text) to roi_worker;
 grant update (question_embedding, question_embedding_model) on roi.probes to roi_worker;
 
