@@ -36,6 +36,8 @@ LEXICAL = "public.recall_lexical"
 HYBRID = "public.recall"
 TEAM = "harbor"
 DEMO_USER = "maya@harbor.example"
+# Step 6 runs as leo, so that maya's tile and trend stay the demo's own runs.
+COMPARISON_USER = "leo@harbor.example"
 SAMPLE_QUESTION = "Which Stripe API version do we pin in checkout-api, and why?"
 STEPS = 7
 
@@ -135,11 +137,17 @@ def paraphrase_hits(db_url: str) -> int:
     )
 
 
-def compare_recalls(cluster: localdb.Cluster, db_url: str, token: str, llm: bool) -> None:
+def comparison_token(cluster: localdb.Cluster, db_url: str) -> str:
+    with psycopg.connect(db_url) as conn:
+        user_id = conn.execute(query("user_id_by_email"), {"email": COMPARISON_USER}).fetchone()[0]
+    return tokens.mint(cluster.jwt_secret(), user_id, COMPARISON_USER, ttl=900)
+
+
+def compare_recalls(cluster: localdb.Cluster, db_url: str, llm: bool) -> None:
     """One run through the lexical recall, then the probe questions are embedded (`zm-roi embed`, as
     roi_embedder) and one run goes through the hybrid; then paraphrased questions through both. (LLM
     mode compares the paraphrases only: its runs wait for the worker's verdicts.)"""
-    transport = LocalTransport(db_url, cluster.jwt_secret(), token)
+    transport = LocalTransport(db_url, cluster.jwt_secret(), comparison_token(cluster, db_url))
     if llm:
         found = {}
         try:
@@ -167,12 +175,12 @@ def compare_recalls(cluster: localdb.Cluster, db_url: str, token: str, llm: bool
     found[HYBRID] = paraphrase_hits(db_url)
     runs = transport.runs()[:2]
     total = sum(1 for _ in PARAPHRASES.read_text(encoding="utf-8").splitlines())
-    print("      recall                 model of the questions      answered by recall   paraphrases in top 3")
+    print("      recall                 questions embedded by               found by recall   paraphrases in top 3")
     for run in reversed(runs):
         name = run["recall_function"].split("(")[0]
         print(
-            f"      {name:<22} {run['embedding_model'] or '(lexical only)':<27} "
-            f"{run['with_memory_count']:>3} of {run['judged_count']:<14} {found[name]} of {total}"
+            f"      {name:<22} {run['embedding_model'] or '(none: lexical only)':<35} "
+            f"{run['with_memory_count']:>2} of {run['judged_count']:<11} {found[name]} of {total}"
         )
     print("      (templated questions quote the title, so both recalls find them; paraphrases, as an LLM writes")
     print("       them, are where the hybrid earns its place. Compare runs in the dashboard's trend.)")
@@ -208,8 +216,8 @@ def run_demo(config: Settings, db_up) -> Path:
         print("  (deterministic mode: a strict retrieval check that never credits a bare agent, so the rate is an")
         print("   upper bound; set ZM_EXTRACTOR=llm and a model for judged verdicts)")
 
-    step(6, "a recall change, measured: the lexical recall against the bundled hybrid")
-    compare_recalls(cluster, db_url, token, llm)
+    step(6, f"a recall change, measured: the lexical recall against the bundled hybrid ({COMPARISON_USER})")
+    compare_recalls(cluster, db_url, llm)
 
     step(7, "rendering the dashboard")
     page = cluster.home.parent / "dashboard.html"
