@@ -300,6 +300,15 @@ begin
     raise exception 'the configured recall function % is SECURITY DEFINER: refusing to run it', configured
       using errcode = '42501';
   end if;
+  if fn = 'public.recall(text,uuid,uuid,integer,boolean,extensions.vector)'::regprocedure then
+    -- The bundled recall, statically: its plan is cached for the session (dynamic SQL plans every call).
+    return query
+      select r.memory_id, r.kind, r.scope, r.title, r.body, r.score, r.n
+      from public.recall(question, pin_project, pin_team, match_count, personal_only, question_embedding)
+        with ordinality as r (memory_id, kind, scope, title, body, score, n)
+      order by r.n;
+    return;
+  end if;
   return query execute format(
     'select (f.j ->> ''memory_id'')::uuid, f.j ->> ''kind'', f.j ->> ''scope'', f.j ->> ''title'',
             f.j ->> ''body'', (f.j ->> ''score'')::real, f.n
