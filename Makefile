@@ -17,7 +17,7 @@ SEED ?= 42
 APT_PGVECTOR_BUILD := postgresql-server-dev-15 build-essential dpkg-dev
 PGVECTOR_CONTROL := /usr/share/postgresql/15/extension/vector.control
 
-.PHONY: install install-test apt pgvector demo test lint bench clean
+.PHONY: install install-test apt pgvector demo test lint bench bench-recall clean
 
 install: $(VENV)/.installed node_modules/.installed
 	@$(MAKE) --no-print-directory apt PACKAGES="$(APT_RUNTIME)"
@@ -62,6 +62,10 @@ test: install-test
 # and 1m in one report) about ten on 2 cores.
 bench: install
 	@$(PY) -m zm_roi.bench --size $(SIZE) --seed $(SEED)
+
+# Recall quality (hit@10, hit@1, MRR) on ../shared/eval: lexical, semantic, hybrid. About four minutes.
+bench-recall: install
+	@$(PY) -m zm_roi.bench.recall_quality
 
 lint: install
 	@$(VENV)/bin/ruff check python tests

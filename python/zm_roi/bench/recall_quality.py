@@ -101,6 +101,15 @@ def evaluate(conn: psycopg.Connection, data: dict, questions: list[tuple]) -> di
     return {name: metrics(r) for name, r in ranks.items()}
 
 
+def _say(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+def _key(row: dict) -> tuple:
+    """A corpus memory's identity once imported (titles alone repeat across repositories)."""
+    return (row["project"], row["title"], row["body"])
+
+
 def main(argv: list[str] | None = None) -> int:
     root = project_root()
     parser = argparse.ArgumentParser(prog="python -m zm_roi.bench.recall_quality", description=__doc__)
@@ -114,21 +123,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     corpus = [json.loads(line) for line in corpus_path.read_text(encoding="utf-8").splitlines()]
     paraphrases = [json.loads(line) for line in Path(args.questions).read_text(encoding="utf-8").splitlines()]
-    say = lambda text: print(text, file=sys.stderr)  # noqa: E731
-    with throwaway_cluster(root, say=say) as cluster, psycopg.connect(cluster.url()) as conn:
-        if True:
-            print(f"importing and embedding {len(corpus)} memories", file=sys.stderr)
-            data = load(conn, corpus)
-            conn.commit()
-            key = lambda row: (row["project"], row["title"], row["body"])  # noqa: E731
-            para = [
-                (p["question"], data["ids"][key(corpus[p["line"] - 1])], corpus[p["line"] - 1]["project"])
-                for p in paraphrases
-            ]
-            templated = [
-                (q, i, p) for i, p, q in conn.execute(bench_query("quality_templates"), {"user_id": data["user_id"]})
-            ]
-            results = {"paraphrased": evaluate(conn, data, para), "templated": evaluate(conn, data, templated)}
+    with throwaway_cluster(root, say=_say) as cluster, psycopg.connect(cluster.url()) as conn:
+        _say(f"importing and embedding {len(corpus)} memories")
+        data = load(conn, corpus)
+        conn.commit()
+        para = [
+            (p["question"], data["ids"][_key(corpus[p["line"] - 1])], corpus[p["line"] - 1]["project"])
+            for p in paraphrases
+        ]
+        templated = [
+            (q, i, p) for i, p, q in conn.execute(bench_query("quality_templates"), {"user_id": data["user_id"]})
+        ]
+        results = {"paraphrased": evaluate(conn, data, para), "templated": evaluate(conn, data, templated)}
     print(render(results))
     if args.dump:
         Path(args.dump).write_text(json.dumps(LEGS))
