@@ -19,11 +19,14 @@ fi
 echo "building pgvector from Debian trixie's source package (about 10 s)"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/lists/partial"
+mkdir -p "$work/lists/partial" "$work/cache/archives/partial"
 echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main" \
   > "$work/sources.list"
+# Everything apt writes goes under $work, so this runs without root; as root, apt's download sandbox
+# user could not write into the private (mode 700) folder, so it downloads as root.
 apt_opts=(-o "Dir::Etc::sourcelist=$work/sources.list" -o "Dir::Etc::sourceparts=-"
-          -o "Dir::State::Lists=$work/lists" -o "APT::Sandbox::User=root")
+          -o "Dir::State::Lists=$work/lists" -o "Dir::Cache=$work/cache")
+[ "$(id -u)" = 0 ] && apt_opts+=(-o "APT::Sandbox::User=root")
 apt-get "${apt_opts[@]}" update -qq
 (cd "$work" && apt-get "${apt_opts[@]}" source -qq --download-only pgvector >/dev/null \
   && dpkg-source -x --no-check pgvector_*.dsc src >/dev/null)
