@@ -11,6 +11,7 @@ from typing import Literal
 import psycopg
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from zm_roi import embeddings
 from zm_roi.errors import UserError
 from zm_roi.queries import query
 
@@ -119,6 +120,7 @@ def insert_memories(conn: psycopg.Connection, memories: list[MemoryLine], target
     if target.project:
         project_id = conn.execute(query("ensure_project"), {"name": target.project, "team_id": None}).fetchone()[0]
         conn.execute(query("add_project_member"), {"project_id": project_id, "user_id": user_id})
+    vectors, model = _embed(conn, user_id, memories)
     with conn.cursor() as cur:
         cur.executemany(
             query("insert_memory"),
@@ -133,8 +135,25 @@ def insert_memories(conn: psycopg.Connection, memories: list[MemoryLine], target
                     "body": line.body,
                     "created_at": line.created_at,
                     "invalidated_at": line.invalidated_at,
+                    "embedding": vector,
+                    "embedding_model": model if vector else None,
                 }
-                for line, scope in zip(memories, scopes, strict=True)
+                for line, scope, vector in zip(memories, scopes, vectors, strict=True)
             ],
         )
     return len(memories)
+
+
+def _embed(conn: psycopg.Connection, user_id, memories: list[MemoryLine]) -> tuple[list[str | None], str | None]:
+    """Embeddings for the memories being imported (one metered call), or none when embeddings are off."""
+    model = embeddings.configured_model()
+    if model is None or not memories:
+        return [None] * len(memories), None
+    embedded = embeddings.embed(
+        [embeddings.memory_text(line.title, line.body) for line in memories], as_query=False, model=model
+    )
+    conn.execute(
+        query("record_embedding_usage"),
+        {"owner_id": user_id, "model": model, "probe_id": None, "input_tokens": embedded.input_tokens},
+    )
+    return [embeddings.literal(v) for v in embedded.vectors], model

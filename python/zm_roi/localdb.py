@@ -26,6 +26,7 @@ from zm_roi.queries import query
 SUPERUSER_PASSWORD = "postgres"  # noqa: S105
 AUTHENTICATOR_PASSWORD = "postgres"  # noqa: S105
 WORKER_PASSWORD = "roi_worker"  # noqa: S105
+EMBEDDER_PASSWORD = "roi_embedder"  # noqa: S105
 SERVER_USER = "postgres"
 DEBIAN_PG_BINDIR = "/usr/lib/postgresql/15/bin"
 
@@ -282,10 +283,24 @@ def prepare_database(cluster: Cluster, root: Path) -> str:
         conn.execute(f"alter role authenticator with login password '{AUTHENTICATOR_PASSWORD}'")
     output = push_migrations(root, cluster.url())
     with psycopg.connect(cluster.url(), autocommit=True) as conn:
-        exists = conn.execute("select 1 from pg_roles where rolname = 'roi_worker'").fetchone()
-        if exists:
-            conn.execute(f"alter role roi_worker with login password '{WORKER_PASSWORD}'")
+        for role, password in (("roi_worker", WORKER_PASSWORD), ("roi_embedder", EMBEDDER_PASSWORD)):
+            if conn.execute("select 1 from pg_roles where rolname = %s", (role,)).fetchone():
+                conn.execute(f"alter role {role} with login password '{password}'")
     return output
+
+
+def set_recall_function(url: str, name: str) -> str:
+    """Point the benchmark at another recall function; the database refuses a wrong one (one line)."""
+    try:
+        with psycopg.connect(url) as conn:
+            return conn.execute(query("configure_recall"), {"name": name}).fetchone()[0]
+    except (
+        psycopg.errors.UndefinedFunction,
+        psycopg.errors.InvalidParameterValue,
+        psycopg.errors.InsufficientPrivilege,
+        psycopg.errors.DatatypeMismatch,
+    ) as exc:
+        raise UserError(exc.diag.message_primary or str(exc)) from None
 
 
 def set_extractor(url: str, extractor: str) -> None:

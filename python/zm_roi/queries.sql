@@ -26,10 +26,11 @@ on conflict do nothing;
 
 -- name: insert_memory
 insert into public.memories
-  (author_id, scope, project_id, team_id, kind, title, body, created_at, invalidated_at)
+  (author_id, scope, project_id, team_id, kind, title, body, created_at, invalidated_at, embedding,
+   embedding_model)
 values
   (%(author_id)s, %(scope)s, %(project_id)s, %(team_id)s, %(kind)s, %(title)s, %(body)s,
-   coalesce(%(created_at)s, now()), %(invalidated_at)s);
+   coalesce(%(created_at)s, now()), %(invalidated_at)s, %(embedding)s::extensions.vector, %(embedding_model)s);
 
 -- name: user_id_by_email
 select id from auth.users where email = %(email)s;
@@ -42,7 +43,8 @@ select set_config('role', %(role)s, true),
 
 -- name: recall
 select memory_id, kind, scope, title, body, score
-from public.recall(%(query)s, %(project_id)s, %(team_id)s, %(match_count)s);
+from roi.configured_recall(%(query)s, %(project_id)s, %(team_id)s, %(match_count)s, false,
+                           %(embedding)s::extensions.vector);
 
 -- name: project_id_by_name
 select id from public.projects where name = %(name)s;
@@ -52,6 +54,38 @@ update roi.settings set extractor = %(extractor)s returning extractor;
 
 -- name: get_extractor
 select extractor from roi.settings;
+
+-- name: configure_recall
+select roi.configure_recall(%(name)s);
+
+-- name: get_recall_function
+select recall_function from roi.settings;
+
+-- Embeddings (zm_roi.backfill, connected as roi_embedder, or the importer as the importing operator).
+
+-- name: memories_to_embed
+select id, author_id, title, body from public.memories
+where invalidated_at is null and embedding_model is distinct from %(model)s
+order by id limit %(batch)s
+for update skip locked;
+
+-- name: store_memory_embedding
+update public.memories set embedding = %(embedding)s::extensions.vector, embedding_model = %(model)s
+where id = %(id)s;
+
+-- name: questions_to_embed
+select id, owner_id, question from roi.probes
+where state = 'active' and question_embedding_model is distinct from %(model)s
+order by id limit %(batch)s
+for update skip locked;
+
+-- name: store_question_embedding
+update roi.probes set question_embedding = %(embedding)s::extensions.vector, question_embedding_model = %(model)s
+where id = %(id)s;
+
+-- name: record_embedding_usage
+insert into public.usage_events (owner_id, purpose, model, probe_id, input_tokens)
+values (%(owner_id)s, 'embedding', %(model)s, %(probe_id)s, %(input_tokens)s);
 
 -- name: user_exists
 select exists (select from auth.users where id = %(user_id)s);
@@ -89,6 +123,9 @@ select roi.record_usage(%(owner_id)s, %(purpose)s, %(model)s, %(run_id)s, %(prob
 
 -- name: record_question
 select roi.record_question(%(probe_id)s, %(question)s);
+
+-- name: record_question_embedded
+select roi.record_question(%(probe_id)s, %(question)s, %(embedding)s::extensions.vector, %(embedding_model)s);
 
 -- name: release_generation
 select roi.release_generation(%(probe_id)s, %(attempt)s, %(failure)s);

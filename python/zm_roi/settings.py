@@ -26,6 +26,7 @@ class Settings:
     generation_model: str
     judge_model: str
     worker_db_url: str | None = None
+    embedder_db_url: str | None = None
     worker_poll_seconds: float = 5.0
     # Below roi.settings.lease_duration (2 minutes by default), so a slow call ends before its lease
     # does and no second worker starts the same row meanwhile.
@@ -69,6 +70,7 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         generation_model=env.get("ZM_GENERATION_MODEL", "gpt-4o-mini"),
         judge_model=env.get("ZM_JUDGE_MODEL", "gpt-4o-mini"),
         worker_db_url=env.get("ZM_WORKER_DB_URL") or None,
+        embedder_db_url=env.get("ZM_EMBEDDER_DB_URL") or None,
         worker_poll_seconds=_positive_number(env, "ZM_WORKER_POLL_SECONDS", 5.0),
         model_timeout_seconds=_positive_number(env, "ZM_MODEL_TIMEOUT_SECONDS", 90.0),
         key_encryption_key=env.get("ZM_KEY_ENCRYPTION_KEY") or None,

@@ -110,6 +110,11 @@ order by md5(m.id::text || %(seed)s::text) limit %(n)s;
 select memory_id, kind, scope, title, body, score
 from public.recall(%(question)s, %(project_id)s, %(team_id)s, 10, %(personal_only)s);
 
+-- The bundled hybrid recall, same sample, with a query vector (random unit, as the corpus's).
+-- name: recall_hybrid
+select memory_id, kind, scope, title, body, score
+from public.recall(%(question)s, %(project_id)s, %(team_id)s, 10, %(personal_only)s, %(embedding)s::extensions.vector);
+
 -- name: round_trip
 select 1;
 
@@ -261,3 +266,29 @@ select count(*) from roi.judgments;
 -- name: drain_span_ms
 select extract(epoch from max(v.recorded_at) - min(v.recorded_at)) * 1000, count(*)
 from roi.verdicts v where v.judged_by = 'llm' and v.recorded_at >= %(since)s;
+
+-- Recall quality (python/zm_roi/bench/recall_quality.py), run as the evaluation user.
+
+-- name: quality_memory_ids
+select m.id, p.name as project, m.title, m.body
+from public.memories m join public.projects p on p.id = m.project_id
+where m.author_id = %(user_id)s;
+
+-- name: quality_lexical_leg
+select memory_id, score from public.recall_lexical(%(question)s, %(project_id)s, null, %(count)s);
+
+-- The semantic leg alone, as the hybrid recall computes it: exact distances over the pinned layer.
+-- name: quality_semantic_leg
+select m.id, 1 - (m.embedding operator(extensions.<=>) %(embedding)s::extensions.vector) as similarity
+from public.memories m
+where m.scope = 'project' and m.project_id = %(project_id)s and m.invalidated_at is null and m.embedding is not null
+order by m.embedding operator(extensions.<=>) %(embedding)s::extensions.vector, m.created_at desc, m.id
+limit %(count)s;
+
+-- name: quality_hybrid
+select memory_id from public.recall(%(question)s, %(project_id)s, null, 10, false, %(embedding)s::extensions.vector);
+
+-- name: quality_templates
+select m.id, p.name as project, roi.template_question(m.kind, m.title, m.body) as question
+from public.memories m join public.projects p on p.id = m.project_id
+where m.author_id = %(user_id)s order by m.id;

@@ -174,6 +174,10 @@ def _measurement_rows(r: dict) -> list[list]:
     for mode, label in labels.items():
         s = recall[mode]
         rows.append(_series_row(label, s, f"source memory in the top 10: {s['source_in_top_10']} of {s['n']}"))
+        h = recall.get("hybrid", {}).get(mode)
+        if h and s.get("p50") and h.get("p50"):
+            note = f"same samples, random unit vectors; {h['p50'] / s['p50']:.2f}× the lexical p50"
+            rows.append(_series_row(f"{label}, hybrid", h, note))
     rows += [
         _series_row(
             "benchmark_memory(), full pool of 20",
