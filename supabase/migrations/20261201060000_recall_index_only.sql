@@ -1,6 +1,6 @@
--- Pinned recall within 10 ms at 1M memories, under RLS: every layer is read from a covering index
--- (an index-only scan over the layer's own entries, which a b-tree keeps together), and matches are
--- ranked with ts_rank instead of ts_rank_cd.
+-- Pinned lexical recall within 10 ms at 1M memories, under RLS: every layer is read from a covering
+-- index (an index-only scan over the layer's own entries, which a b-tree keeps together), and matches
+-- are ranked with ts_rank instead of ts_rank_cd. (The hybrid's semantic leg: the next migration.)
 --
 -- Why (issue 13; measured in bench/README.md, "Pinned recall at 1M"): a pinned recall at 1M took
 -- 14 ms (project) and 27 ms (team) at p50, against a target of 10. Under RLS no index can serve the
@@ -26,7 +26,7 @@
 -- (bodies of several pages: rare) have a small partial index per layer and one arm of their own.
 -- `octet_length(search::text) + 4 * length(search)` bounds the stored size of a tsvector from above
 -- (per lexeme the binary form is at most 4 bytes longer than its text form), is immutable, and is
--- repeated verbatim in recall() so the planner can match each arm to its index.
+-- repeated verbatim in recall_lexical() so the planner can match each arm to its index.
 
 -- ============================================================================================
 -- Indexes
@@ -61,14 +61,15 @@ create index memories_team_oversized_idx on public.memories (team_id)
 -- Functions
 -- ============================================================================================
 
--- The one read path agents use; contract unchanged (see memory_core). The caller's layers are their
--- personal layer (every pin includes it), the pinned project or team if they are a member, or with no
--- pin every project and team they are a member of. The best `match_count` are chosen from the
--- covering indexes alone (index-only scans: id, created_at and score), then only those rows are read
--- from the table for their text. A caller with no identity and no pin (maintenance) reads everything
--- their role may see, in its own statement (as a branch of the main one its cost estimate alone made
--- every call JIT-compile at 1M).
-create or replace function public.recall(
+-- The lexical recall (public.recall without a query embedding, and the hybrid's lexical leg); contract
+-- unchanged. The caller's layers are their personal layer (every pin includes it), the pinned project
+-- or team if they are a member, or with no pin every project and team they are a member of. The best
+-- `match_count` are chosen from the covering indexes alone (index-only scans: id, created_at and
+-- score), then only those rows are read from the table for their text. A caller with no identity
+-- (maintenance) keeps the old behaviour: the pin as given, or with no pin everything their role may
+-- see, in its own statement (as a branch of the main one its cost estimate alone made every call
+-- JIT-compile at 1M).
+create or replace function public.recall_lexical(
   query text,
   project_id uuid default null,
   team_id uuid default null,
@@ -80,7 +81,8 @@ as $$
 declare
   tsq tsquery := public.recall_query(coalesce(query, ''));
   caller uuid := auth.uid();
-  unpinned boolean := recall.project_id is null and recall.team_id is null and not coalesce(personal_only, false);
+  unpinned boolean := recall_lexical.project_id is null and recall_lexical.team_id is null
+                      and not coalesce(personal_only, false);
   projects uuid[];
   teams uuid[];
   wanted integer := greatest(least(coalesce(match_count, 10), 100), 0);
@@ -94,8 +96,13 @@ begin
       limit wanted;
     return;
   end if;
-  projects := array(select p from public.caller_project_ids() p where p = recall.project_id or unpinned);
-  teams := array(select t from public.caller_team_ids() t where t = recall.team_id or unpinned);
+  if caller is null then
+    projects := array_remove(array[recall_lexical.project_id], null);
+    teams := array_remove(array[recall_lexical.team_id], null);
+  else
+    projects := array(select p from public.caller_project_ids() p where p = recall_lexical.project_id or unpinned);
+    teams := array(select t from public.caller_team_ids() t where t = recall_lexical.team_id or unpinned);
+  end if;
   return query
     with best as (
       select c.id, c.created_at, c.score
@@ -130,9 +137,11 @@ begin
       order by c.score desc, c.created_at desc, c.id
       limit wanted
     )
+    -- `= any (array(…))`: the text of the chosen rows by primary key, never a join planned over the table.
     select m.id, m.kind, m.scope, m.title, m.body, b.score
-    from best b
-    join public.memories m on m.id = b.id
+    from public.memories m
+    join best b on b.id = m.id
+    where m.id = any (array(select best.id from best))
     order by b.score desc, b.created_at desc, b.id;
 end
 $$;
