@@ -1,5 +1,6 @@
--- The hybrid recall's semantic leg reads each layer's vectors from a covering index, and its lexical
--- leg is the lexical recall (covering indexes, ts_rank: the previous migration).
+-- The hybrid recall reads each layer's vectors from a covering index (its semantic leg), and its
+-- lexical leg reads the lexical covering indexes with ts_rank, as recall_lexical does (the previous
+-- migration).
 --
 -- Why (issue 13; bench/README.md, "Pinned recall at 1M"): the hybrid computes an exact cosine distance
 -- for every embedded memory of the pinned layer (no approximate index: under RLS it would
@@ -9,7 +10,7 @@
 -- bench corpus that made the hybrid 3× the lexical recall it extends. A b-tree covering index per layer
 -- kind (the layer key, the policy's columns, id, created_at, embedding) keeps a layer's vectors
 -- together, inline (~4 a page), and the index-only scan evaluates the policy and the distance on the
--- entry itself. Measured side by side at 1M: 0.21–0.26× the time of the previous hybrid.
+-- entry itself. Measured side by side at 1M: ~0.2× the time of the previous hybrid.
 --
 -- A 384-dimension vector always fits a b-tree entry (1.5 kB of 2.7 kB), so no row is left out. The
 -- price is the vectors stored a second time (~1.9 kB per embedded memory with the entry's overhead).
@@ -35,12 +36,14 @@ create index memories_team_embedding_idx on public.memories (team_id)
 
 -- The bundled recall: the contract's five arguments plus an optional query embedding. Without an
 -- embedding, or for a caller with no identity and no pin (maintenance: exact distances over a whole
--- corpus are not a read path), it is the lexical recall. With one: the lexical recall's best
--- 2 × match_count, the semantic leg's best 2 × match_count by exact cosine distance over the embedded
--- memories of the same layers (index-only scans of the covering indexes above), fused by reciprocal
--- rank; only the fused rows are read from the table for their text. The pins narrow to the caller's
--- memberships as in the lexical recall. The plan is generic (same shape for every pin), so it is not
--- re-planned on every call.
+-- corpus are not a read path), it is the lexical recall. With one, two legs over the layers the
+-- lexical recall reads (the pins narrowed to the caller's memberships), each from its covering
+-- indexes alone (index-only scans: id, created_at and the leg's rank): the lexical leg's arms are
+-- recall_lexical's, ranked by ts_rank; the semantic leg ranks the embedded memories by exact cosine
+-- distance. Each keeps its best 2 × match_count, reciprocal rank fusion picks the best match_count,
+-- and only those rows are read from the table for their text. (Calling recall_lexical for the
+-- lexical leg instead cost a fifth more: its text fetch of 2 × match_count rows, then this one's.)
+-- The plan is generic (same shape for every pin), so it is not re-planned on every call.
 create or replace function public.recall(
   query text,
   project_id uuid default null,
@@ -55,6 +58,7 @@ declare
   rrf_k constant integer := 50;
   lexical_weight constant real := 1.0;
   semantic_weight constant real := 1.5;
+  tsq tsquery := public.recall_query(coalesce(query, ''));
   caller uuid := auth.uid();
   unpinned boolean := recall.project_id is null and recall.team_id is null and not coalesce(personal_only, false);
   projects uuid[];
@@ -75,11 +79,39 @@ begin
   end if;
   return query
     with lexical as (
-      select l.memory_id as id, l.rank
-      from public.recall_lexical(query, recall.project_id, recall.team_id, wanted * 2, personal_only)
-        with ordinality as l (memory_id, kind, scope, title, body, score, rank)
+      select c.id, c.created_at, row_number() over (order by c.score desc, c.created_at desc, c.id) as rank
+      from (
+        select m.id, m.created_at, ts_rank(m.search, tsq, 1)::real as score
+        from public.memories m
+        where m.scope = 'personal' and m.invalidated_at is null and m.author_id = caller
+          and octet_length(m.search::text) + 4 * length(m.search) <= 2400
+          and m.search @@ tsq
+        union all
+        select m.id, m.created_at, ts_rank(m.search, tsq, 1)::real
+        from public.memories m
+        where m.scope = 'project' and m.invalidated_at is null and m.project_id = any (projects)
+          and octet_length(m.search::text) + 4 * length(m.search) <= 2400
+          and m.search @@ tsq
+        union all
+        select m.id, m.created_at, ts_rank(m.search, tsq, 1)::real
+        from public.memories m
+        where m.scope = 'team' and m.invalidated_at is null and m.team_id = any (teams)
+          and octet_length(m.search::text) + 4 * length(m.search) <= 2400
+          and m.search @@ tsq
+        union all
+        select m.id, m.created_at, ts_rank(m.search, tsq, 1)::real
+        from public.memories m
+        where m.invalidated_at is null
+          and octet_length(m.search::text) + 4 * length(m.search) > 2400
+          and ((m.scope = 'personal' and m.author_id = caller)
+               or (m.scope = 'project' and m.project_id = any (projects))
+               or (m.scope = 'team' and m.team_id = any (teams)))
+          and m.search @@ tsq
+        order by 3 desc, 2 desc, 1
+        limit wanted * 2
+      ) c
     ), semantic as (
-      select c.id, row_number() over (order by c.distance, c.created_at desc, c.id) as rank
+      select c.id, c.created_at, row_number() over (order by c.distance, c.created_at desc, c.id) as rank
       from (
         select m.id, m.created_at, m.embedding operator(extensions.<=>) query_embedding as distance
         from public.memories m
@@ -99,19 +131,20 @@ begin
         limit wanted * 2
       ) c
     ), fused as (
-      select coalesce(x.id, s.id) as id,
+      select coalesce(x.id, s.id) as id, coalesce(x.created_at, s.created_at) as created_at,
              (coalesce(lexical_weight / (rrf_k + x.rank), 0) + coalesce(semantic_weight / (rrf_k + s.rank), 0))::real
                as score
       from lexical x
       full join semantic s on s.id = x.id
+    ), best as (
+      select f.id, f.created_at, f.score from fused f
+      order by f.score desc, f.created_at desc, f.id
+      limit wanted
     )
-    -- `= any (array(…))` makes the text fetch an index scan of the fused ids: joined on the full
-    -- join's output, the generic plan hash-joined the whole table instead.
-    select m.id, m.kind, m.scope, m.title, m.body, f.score
+    select m.id, m.kind, m.scope, m.title, m.body, b.score
     from public.memories m
-    join fused f on f.id = m.id
-    where m.id = any (array(select fused.id from fused))
-    order by f.score desc, m.created_at desc, m.id
-    limit wanted;
+    join best b on b.id = m.id
+    where m.id = any (array(select best.id from best))
+    order by b.score desc, b.created_at desc, b.id;
 end
 $$;
