@@ -124,6 +124,9 @@ def test_one_run_shows_the_rate_large_with_its_interval_and_no_sparkline(cluster
         "gotcha",
         "convention",
     ]
+    # The run says which recall produced it (embeddings are off in the suite: lexical only).
+    assert [cell["title"] for cell in dom.find("td", **{"class": "recall"})] == ["no embeddings: lexical only"]
+    assert "public.recall" in dom.all_text()
 
 
 def test_several_runs_draw_the_trend_and_a_newer_run_shows_judging_beside_the_score(cluster, email, tmp_path):

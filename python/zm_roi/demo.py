@@ -19,19 +19,27 @@ from pathlib import Path
 
 import psycopg
 
-from zm_roi import dashboard, localdb, tokens
+from zm_roi import dashboard, embeddings, localdb, tokens
+from zm_roi.backfill import backfill
 from zm_roi.errors import UserError
 from zm_roi.importer import MemoryLine, Target, insert_memories
 from zm_roi.queries import query
-from zm_roi.recall import print_recall
+from zm_roi.recall import print_recall, recall_as
 from zm_roi.settings import Settings
 from zm_roi.transport import LocalTransport
 
 CORPUS = Path(__file__).parent / "data" / "demo_corpus.jsonl"
+# Paraphrased questions about checkout-api memories (our own writing): what an LLM-written probe looks
+# like, and where a lexical recall falls short.
+PARAPHRASES = Path(__file__).parent / "data" / "demo_paraphrases.jsonl"
+LEXICAL = "public.recall_lexical"
+HYBRID = "public.recall"
 TEAM = "harbor"
 DEMO_USER = "maya@harbor.example"
+# Step 6 runs as leo, so that maya's tile and trend stay the demo's own runs.
+COMPARISON_USER = "leo@harbor.example"
 SAMPLE_QUESTION = "Which Stripe API version do we pin in checkout-api, and why?"
-STEPS = 6
+STEPS = 7
 
 
 def step(number: int, text: str) -> None:
@@ -129,6 +137,64 @@ def describe_tile(tile: dict) -> list[str]:
     return lines
 
 
+def paraphrase_hits(db_url: str) -> int:
+    """How many of the paraphrased questions find their memory in the top 3, with the configured recall."""
+    lines = [json.loads(line) for line in PARAPHRASES.read_text(encoding="utf-8").splitlines()]
+    return sum(
+        any(row[3] == line["title"] for row in recall_as(db_url, line["question"], DEMO_USER, "checkout-api", 3))
+        for line in lines
+    )
+
+
+def comparison_token(cluster: localdb.Cluster, db_url: str) -> str:
+    with psycopg.connect(db_url) as conn:
+        user_id = conn.execute(query("user_id_by_email"), {"email": COMPARISON_USER}).fetchone()[0]
+    return tokens.mint(cluster.jwt_secret(), user_id, COMPARISON_USER, ttl=900)
+
+
+def compare_recalls(cluster: localdb.Cluster, db_url: str, llm: bool) -> None:
+    """One run through the lexical recall, then the probe questions are embedded (`zm-roi embed`, as
+    roi_embedder) and one run goes through the hybrid; then paraphrased questions through both. (LLM
+    mode compares the paraphrases only: its runs wait for the worker's verdicts.)"""
+    transport = LocalTransport(db_url, cluster.jwt_secret(), comparison_token(cluster, db_url))
+    if llm:
+        found = {}
+        try:
+            localdb.set_recall_function(db_url, LEXICAL)
+            found[LEXICAL] = paraphrase_hits(db_url)
+        finally:
+            localdb.set_recall_function(db_url, HYBRID)
+        found[HYBRID] = paraphrase_hits(db_url)
+        total = sum(1 for _ in PARAPHRASES.read_text(encoding="utf-8").splitlines())
+        for name, hits in found.items():
+            print(f"      {name:<22} paraphrases in top 3: {hits} of {total}")
+        return
+    model = embeddings.configured_model()
+    found = {}
+    try:
+        localdb.set_recall_function(db_url, LEXICAL)
+        transport.benchmark_memory()
+        found[LEXICAL] = paraphrase_hits(db_url)
+        if model is not None:
+            embedder = cluster.url(user="roi_embedder", password=localdb.EMBEDDER_PASSWORD)
+            backfill(embedder, model)
+    finally:
+        localdb.set_recall_function(db_url, HYBRID)
+    transport.benchmark_memory()
+    found[HYBRID] = paraphrase_hits(db_url)
+    runs = transport.runs()[:2]
+    total = sum(1 for _ in PARAPHRASES.read_text(encoding="utf-8").splitlines())
+    print("      recall                 questions embedded by               found by recall   paraphrases in top 3")
+    for run in reversed(runs):
+        name = run["recall_function"].split("(")[0]
+        print(
+            f"      {name:<22} {run['embedding_model'] or '(none: lexical only)':<35} "
+            f"{run['with_memory_count']:>2} of {run['judged_count']:<11} {found[name]} of {total}"
+        )
+    print("      (templated questions quote the title, so both recalls find them; paraphrases, as an LLM writes")
+    print("       them, are where the hybrid earns its place. Compare runs in the dashboard's trend.)")
+
+
 def run_demo(config: Settings, db_up) -> Path:
     """The six steps; returns the dashboard page it wrote."""
     started = time.monotonic()
@@ -156,7 +222,10 @@ def run_demo(config: Settings, db_up) -> Path:
     tile = wait_for_verdicts(transport, llm)
     print("\n".join(describe_tile(tile)))
 
-    step(6, "rendering the dashboard")
+    step(6, f"a recall change, measured: the lexical recall against the bundled hybrid ({COMPARISON_USER})")
+    compare_recalls(cluster, db_url, llm)
+
+    step(7, "rendering the dashboard")
     page = cluster.home.parent / "dashboard.html"
     page.write_text(dashboard.render(transport), encoding="utf-8")
     print(f"      open {page}")

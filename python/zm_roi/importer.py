@@ -17,6 +17,7 @@ from typing import Literal
 import psycopg
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from zm_roi import embeddings
 from zm_roi.errors import UserError
 from zm_roi.queries import query
 
@@ -183,8 +184,9 @@ def write_memories(conn: psycopg.Connection, memories: list[MemoryLine], target:
         team_id = _place(conn, "team", target.team, user_id, target, result)
     if target.project:
         project_id = _place(conn, "project", target.project, user_id, target, result)
+    vectors, model = _embed(conn, user_id, memories)
     with conn.cursor() as cur:
-        for line, scope in zip(memories, scopes, strict=True):
+        for line, scope, vector in zip(memories, scopes, vectors, strict=True):
             cur.execute(
                 query("insert_memory"),
                 {
@@ -197,6 +199,8 @@ def write_memories(conn: psycopg.Connection, memories: list[MemoryLine], target:
                     "body": line.body,
                     "created_at": line.created_at,
                     "invalidated_at": line.invalidated_at,
+                    "embedding": vector,
+                    "embedding_model": model if vector else None,
                 },
             )
             if cur.rowcount:
@@ -229,3 +233,18 @@ def _place(conn: psycopg.Connection, kind: str, name: str, user_id, target: Targ
         conn.execute(query(f"add_{kind}_member"), {f"{kind}_id": place_id, "user_id": user_id})
         result.notes.append(f"{target.email} joined {kind} '{name}' (--join): they now see its memories")
     return place_id
+
+
+def _embed(conn: psycopg.Connection, user_id, memories: list[MemoryLine]) -> tuple[list[str | None], str | None]:
+    """Embeddings for the memories being imported (one metered call), or none when embeddings are off."""
+    model = embeddings.configured_model()
+    if model is None or not memories:
+        return [None] * len(memories), None
+    embedded = embeddings.embed(
+        [embeddings.memory_text(line.title, line.body) for line in memories], as_query=False, model=model
+    )
+    conn.execute(
+        query("record_embedding_usage"),
+        {"owner_id": user_id, "model": model, "probe_id": None, "input_tokens": embedded.input_tokens},
+    )
+    return [embeddings.literal(v) for v in embedded.vectors], model

@@ -26,6 +26,7 @@ from zm_roi.queries import query
 SUPERUSER_PASSWORD = "postgres"  # noqa: S105
 AUTHENTICATOR_PASSWORD = "postgres"  # noqa: S105
 WORKER_PASSWORD = "roi_worker"  # noqa: S105
+EMBEDDER_PASSWORD = "roi_embedder"  # noqa: S105
 SERVER_USER = "postgres"
 DEBIAN_PG_BINDIR = "/usr/lib/postgresql/15/bin"
 
@@ -338,6 +339,7 @@ def prepare_database(cluster: Cluster, root: Path) -> str:
     _set_login_password(cluster, "authenticator", AUTHENTICATOR_PASSWORD)
     output = push_migrations(root, cluster.url())
     _set_login_password(cluster, "roi_worker", WORKER_PASSWORD)
+    _set_login_password(cluster, "roi_embedder", EMBEDDER_PASSWORD)
     return output
 
 
@@ -347,6 +349,20 @@ def _set_login_password(cluster: Cluster, role: str, password: str) -> None:
         statement = conn.execute(query("login_password_statement"), {"role": role, "password": password}).fetchone()
         if statement:
             conn.execute(statement[0])
+
+
+def set_recall_function(url: str, name: str) -> str:
+    """Point the benchmark at another recall function; the database refuses a wrong one (one line)."""
+    try:
+        with psycopg.connect(url, connect_timeout=10) as conn:
+            return conn.execute(query("configure_recall"), {"name": name}).fetchone()[0]
+    except (
+        psycopg.errors.UndefinedFunction,
+        psycopg.errors.InvalidParameterValue,
+        psycopg.errors.InsufficientPrivilege,
+        psycopg.errors.DatatypeMismatch,
+    ) as exc:
+        raise UserError(exc.diag.message_primary or str(exc)) from None
 
 
 def set_extractor(url: str, extractor: str) -> None:

@@ -53,10 +53,11 @@ select exists (select from public.team_members where team_id = %(team_id)s and u
 -- body) is not inserted again: importing a file twice adds nothing.
 -- name: insert_memory
 insert into public.memories
-  (author_id, scope, project_id, team_id, kind, title, body, created_at, invalidated_at)
+  (author_id, scope, project_id, team_id, kind, title, body, created_at, invalidated_at, embedding,
+   embedding_model)
 select %(author_id)s::uuid, %(scope)s::text, %(project_id)s::uuid, %(team_id)s::uuid, %(kind)s::text,
        %(title)s::text, %(body)s::text, coalesce(%(created_at)s::timestamptz, now()),
-       %(invalidated_at)s::timestamptz
+       %(invalidated_at)s::timestamptz, %(embedding)s::extensions.vector, %(embedding_model)s::text
 where not exists (
   select from public.memories m
   where m.scope = %(scope)s::text and m.kind = %(kind)s::text
@@ -80,7 +81,8 @@ select set_config('role', %(role)s, true),
 
 -- name: recall
 select memory_id, kind, scope, title, body, score
-from public.recall(%(query)s, %(project_id)s, %(team_id)s, %(match_count)s);
+from roi.configured_recall(%(query)s, %(project_id)s, %(team_id)s, %(match_count)s, false,
+                           %(embedding)s::extensions.vector);
 
 -- name: project_id_by_name
 select id from public.projects where name = %(name)s;
@@ -116,6 +118,38 @@ left join lateral (
   where d.jobid = j.jobid order by d.start_time desc nulls last limit 1
 ) d on true
 where j.jobname = 'zm-roi-upkeep';
+
+-- name: configure_recall
+select roi.configure_recall(%(name)s);
+
+-- name: get_recall_function
+select recall_function from roi.settings;
+
+-- Embeddings (zm_roi.backfill, connected as roi_embedder, or the importer as the importing operator).
+
+-- name: memories_to_embed
+select id, author_id, title, body from public.memories
+where invalidated_at is null and embedding_model is distinct from %(model)s
+order by id limit %(batch)s
+for update skip locked;
+
+-- name: store_memory_embedding
+update public.memories set embedding = %(embedding)s::extensions.vector, embedding_model = %(model)s
+where id = %(id)s;
+
+-- name: questions_to_embed
+select id, owner_id, question from roi.probes
+where state = 'active' and question_embedding_model is distinct from %(model)s
+order by id limit %(batch)s
+for update skip locked;
+
+-- name: store_question_embedding
+update roi.probes set question_embedding = %(embedding)s::extensions.vector, question_embedding_model = %(model)s
+where id = %(id)s;
+
+-- name: record_embedding_usage
+insert into public.usage_events (owner_id, purpose, model, probe_id, input_tokens)
+values (%(owner_id)s, 'embedding', %(model)s, %(probe_id)s, %(input_tokens)s);
 
 -- name: user_exists
 select exists (select from auth.users where id = %(user_id)s);
@@ -164,6 +198,9 @@ select roi.record_usage(%(owner_id)s, %(purpose)s, %(model)s, %(run_id)s, %(prob
 
 -- name: record_question
 select roi.record_question(%(probe_id)s, %(question)s);
+
+-- name: record_question_embedded
+select roi.record_question(%(probe_id)s, %(question)s, %(embedding)s::extensions.vector, %(embedding_model)s);
 
 -- name: release_generation
 select roi.release_generation(%(probe_id)s, %(attempt)s, %(failure)s);
@@ -530,3 +567,34 @@ select exists (select from roi.run_closures where run_id = %(run_id)s);
 -- name: bench_idle_worker_lanes
 select count(*) from pg_stat_activity
 where usename = 'roi_worker' and state = 'idle' and query like '%%claim_generation%%';
+-- The bundled hybrid recall, same sample, with a query vector (random unit, as the corpus's).
+-- name: bench_recall_hybrid
+select memory_id, kind, scope, title, body, score
+from public.recall(%(question)s, %(project_id)s, %(team_id)s, 10, %(personal_only)s, %(embedding)s::extensions.vector);
+
+
+-- Recall quality (python/zm_roi/bench/recall_quality.py), run as the evaluation user.
+
+-- name: bench_quality_memory_ids
+select m.id, p.name as project, m.title, m.body
+from public.memories m join public.projects p on p.id = m.project_id
+where m.author_id = %(user_id)s;
+
+-- name: bench_quality_lexical_leg
+select memory_id, score from public.recall_lexical(%(question)s, %(project_id)s, null, %(count)s);
+
+-- The semantic leg alone, as the hybrid recall computes it: exact distances over the pinned layer.
+-- name: bench_quality_semantic_leg
+select m.id, 1 - (m.embedding operator(extensions.<=>) %(embedding)s::extensions.vector) as similarity
+from public.memories m
+where m.scope = 'project' and m.project_id = %(project_id)s and m.invalidated_at is null and m.embedding is not null
+order by m.embedding operator(extensions.<=>) %(embedding)s::extensions.vector, m.created_at desc, m.id
+limit %(count)s;
+
+-- name: bench_quality_hybrid
+select memory_id from public.recall(%(question)s, %(project_id)s, null, 10, false, %(embedding)s::extensions.vector);
+
+-- name: bench_quality_templates
+select m.id, p.name as project, roi.template_question(m.kind, m.title, m.body) as question
+from public.memories m join public.projects p on p.id = m.project_id
+where m.author_id = %(user_id)s order by m.id;

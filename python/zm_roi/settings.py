@@ -27,6 +27,7 @@ class Settings:
     generation_model: str
     judge_model: str
     worker_db_url: str | None = None
+    embedder_db_url: str | None = None
     worker_poll_seconds: float = 5.0
     # Model calls one worker process keeps in flight (each on its own connection and row).
     worker_concurrency: int = 8
@@ -82,6 +83,7 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         generation_model=env.get("ZM_GENERATION_MODEL", "gpt-4o-mini"),
         judge_model=env.get("ZM_JUDGE_MODEL", "gpt-4o-mini"),
         worker_db_url=env.get("ZM_WORKER_DB_URL") or None,
+        embedder_db_url=env.get("ZM_EMBEDDER_DB_URL") or None,
         worker_poll_seconds=_positive_number(env, "ZM_WORKER_POLL_SECONDS", 5.0),
         worker_concurrency=_positive_integer(env, "ZM_WORKER_CONCURRENCY", 8, most=64),
         model_timeout_seconds=_positive_number(env, "ZM_MODEL_TIMEOUT_SECONDS", 90.0),

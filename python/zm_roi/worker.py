@@ -25,7 +25,7 @@ import openai
 import psycopg
 from psycopg.rows import dict_row
 
-from zm_roi import llm, prompts
+from zm_roi import embeddings, llm, prompts
 from zm_roi.queries import query
 
 log = logging.getLogger("zm_roi.worker")
@@ -47,6 +47,8 @@ class WorkerConfig:
     poll_seconds: float = 5.0
     timeout_seconds: float = 90.0
     concurrency: int = DEFAULT_CONCURRENCY
+    # Probe questions are embedded as they are written; None when embeddings are off.
+    embedding_model: str | None = field(default_factory=embeddings.configured_model)
 
 
 @dataclass(frozen=True)
@@ -205,7 +207,7 @@ class Worker:
         with conn.transaction():
             self._meter(conn, "probe_generation", model, job, outcome)
             if outcome.failure is None:
-                done = _scalar(conn, "record_question", {"probe_id": job["probe_id"], "question": outcome.value})
+                done = self._record_question(conn, job, outcome.value)
                 result = "question recorded" if done else "question dropped: the probe is no longer pending"
             else:
                 state = _scalar(conn, "release_generation", {**release, "failure": outcome.failure})
@@ -219,6 +221,39 @@ class Worker:
             _usage_note(outcome),
         )
         return outcome.failure is None
+
+    def _record_question(self, conn: psycopg.Connection, job: dict, question: str) -> bool:
+        """Record the question with its embedding (one more metered call), so the probe joins the pool
+        ready for both legs of the recall; without one if embeddings are off or the call failed (the
+        lexical leg still serves it, and `zm-roi embed` fills it in later)."""
+        args = {"probe_id": job["probe_id"], "question": question}
+        model = self.config.embedding_model
+        if model is None:
+            return _scalar(conn, "record_question", args)
+        try:
+            embedded = embeddings.embed([question], as_query=True, model=model)
+        except Exception as exc:
+            log.info("generation probe=%s: question not embedded: %s", job["probe_id"], describe(exc))
+            return _scalar(conn, "record_question", args)
+        conn.execute(
+            query("record_usage"),
+            {
+                "owner_id": job["owner_id"],
+                "purpose": "embedding",
+                "model": model,
+                "run_id": None,
+                "probe_id": job["probe_id"],
+                "input_tokens": embedded.input_tokens,
+                "output_tokens": 0,
+                "byok": False,
+                "cost_usd": None,
+            },
+        )
+        return _scalar(
+            conn,
+            "record_question_embedded",
+            {**args, "embedding": embeddings.literal(embedded.vectors[0]), "embedding_model": model},
+        )
 
     def _judge(self, conn: psycopg.Connection, job: dict) -> bool:
         model = self.config.judge_model

@@ -10,6 +10,8 @@ them alike and their ratios stay meaningful.
 from __future__ import annotations
 
 import json
+import math
+import random
 from dataclasses import dataclass
 
 import psycopg
@@ -21,6 +23,8 @@ from zm_roi.bench.timing import Series, percentile, timed
 from zm_roi.identity import act_as, claims_for
 
 RECALL_MODES = ("pinned_project", "pinned_team", "pinned_personal", "unpinned")
+# The same pinned samples through the hybrid recall (lexical + exact distances over the pinned layer).
+HYBRID_MODES = ("pinned_project", "pinned_team", "pinned_personal")
 # Buckets of the pinned project or team layer (live memories in it), for recall cost by layer size.
 LAYER_BUCKETS = ((0, 1_000, "up to 1,000"), (1_000, 3_000, "1,001 to 3,000"), (3_000, None, "over 3,000"))
 
@@ -57,10 +61,16 @@ def _recall_samples(conn: psycopg.Connection, seed: int, n: int) -> dict[str, li
     return samples
 
 
-def _recall_as(conn: psycopg.Connection, sample: dict) -> tuple[float, list[dict]]:
+def _recall_as(conn: psycopg.Connection, sample: dict, name: str = "recall") -> tuple[float, list[dict]]:
     with conn.transaction():
         act_as(conn, claims_for(sample["user_id"]))
-        return timed(lambda: conn.execute(bench_query("recall"), sample).fetchall())
+        return timed(lambda: conn.execute(bench_query(name), sample).fetchall())
+
+
+def _unit_vector(rng: random.Random) -> str:
+    values = [rng.gauss(0, 1) for _ in range(384)]
+    norm = math.sqrt(sum(v * v for v in values))
+    return "[" + ",".join(f"{v / norm:.6f}" for v in values) + "]"
 
 
 def round_trip(url: str, plan: Plan) -> dict:
@@ -77,6 +87,8 @@ def recall(url: str, seed: int, plan: Plan) -> tuple[dict, dict | None]:
 
     Returns the summaries by mode and one pinned project sample, for EXPLAIN."""
     series = {mode: Series() for mode in RECALL_MODES}
+    hybrid = {mode: Series() for mode in HYBRID_MODES}
+    rng = random.Random(seed)  # noqa: S311 - reproducible query vectors, not secrets
     by_layer = {label: Series() for _, _, label in LAYER_BUCKETS}
     found = dict.fromkeys(RECALL_MODES, 0)
     with psycopg.connect(url, row_factory=dict_row) as conn:
@@ -93,11 +105,15 @@ def recall(url: str, seed: int, plan: Plan) -> tuple[dict, dict | None]:
                     ms, rows = _recall_as(conn, sample)
                     series[mode].add(ms)
                     found[mode] += sample["memory_id"] in {row["memory_id"] for row in rows}
+                    if mode in HYBRID_MODES:
+                        ms_hybrid, _ = _recall_as(conn, dict(sample, embedding=_unit_vector(rng)), "recall_hybrid")
+                        hybrid[mode].add(ms_hybrid)
                     if mode in ("pinned_project", "pinned_team"):
                         for low, high, label in LAYER_BUCKETS:
                             if sample["layer_rows"] > low and (high is None or sample["layer_rows"] <= high):
                                 by_layer[label].add(ms)
     summaries = {mode: dict(series[mode].summary(), source_in_top_10=found[mode]) for mode in RECALL_MODES}
+    summaries["hybrid"] = {mode: hybrid[mode].summary() for mode in HYBRID_MODES}
     summaries["pinned_by_layer_rows"] = {label: by_layer[label].summary(raw=False) for label in by_layer}
     layer_sizes = [s["layer_rows"] for mode in ("pinned_project", "pinned_team") for s in samples[mode]]
     summaries["pinned_layer_rows"] = {
