@@ -424,6 +424,8 @@ create policy "The embedder reads active questions to embed them" on roi.probes
   for select to roi_embedder using (state = 'active');
 create policy "The embedder writes embeddings of active questions" on roi.probes
   for update to roi_embedder using (state = 'active') with check (state = 'active');
+create policy "The embedder marks the layers of the memories it embeds" on roi.dirty_layers
+  for insert to roi_embedder with check (true);
 create policy "The embedder meters its embedding calls" on public.usage_events
   for insert to roi_embedder with check (purpose = 'embedding');
 
@@ -453,6 +455,7 @@ grant update (embedding, embedding_model) on public.memories to roi_embedder;
 grant select (id, owner_id, question, question_embedding_model, state) on roi.probes to roi_embedder;
 grant update (question_embedding, question_embedding_model) on roi.probes to roi_embedder;
 grant insert on public.usage_events to roi_embedder;
--- Its updates of memories move the memory epoch like any other write (a statement trigger).
-grant usage on sequence roi.memory_epoch to roi_embedder;
-grant execute on function roi.bump_memory_epoch() to roi_embedder;
+-- Its updates of memories mark their layers dirty like any other write (a statement trigger); an
+-- embedding changes no visibility, but the trigger cannot tell, so the embedder may add marks too.
+grant insert on roi.dirty_layers to roi_embedder;
+grant execute on function roi.mark_memory_layers() to roi_embedder;
