@@ -214,7 +214,10 @@ def test_a_spot_check_whose_grade_fails_is_retried_and_both_calls_are_metered(db
     assert Worker(worker_url, config, model).run(once=True) == 1
 
     events = fetch(db_url, "select purpose, cost_usd from public.usage_events where run_id = %s order by id", (run_id,))
-    assert [e["purpose"] for e in events] == ["judgment"] + ["closed_book_answer", "closed_book_grade"] * 2
+    # The worker's lanes run the judgment and the spot-check at once, so only the count per purpose is fixed.
+    assert sorted(e["purpose"] for e in events) == sorted(
+        ["judgment"] + ["closed_book_answer", "closed_book_grade"] * 2
+    )
     assert {e["cost_usd"] for e in events} == {None}, "a model the local price map does not know has no cost"
     [run] = as_user(db_url, carol, "select * from public.roi_benchmark_runs")
     assert (run["closed_book_checked"], run["closed_book_correct"], run["closed_book_agreement_count"]) == (1, 0, 1)
