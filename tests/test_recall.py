@@ -11,7 +11,7 @@ import uuid
 import psycopg
 import pytest
 
-from tests.support import as_user, benchmark, extractor, knowledge
+from tests.support import as_user, benchmark, extractor, knowledge, remove_users
 from tests.worker_support import GENERATION_MODEL, JUDGE_MODEL, ScriptedModel, default_answer, fetch
 from zm_roi import cli, embeddings, localdb
 from zm_roi.backfill import backfill
@@ -43,8 +43,8 @@ def project_user(db_url, email):
         insert_memories(conn, lines, Target(email, project=project))
         user_id = conn.execute("select id from auth.users where email = %s", (email,)).fetchone()[0]
     yield email, project, user_id
+    remove_users(db_url, [user_id])
     with psycopg.connect(db_url) as conn:
-        conn.execute("delete from auth.users where id = %s", (user_id,))
         conn.execute("delete from public.projects where name = %s", (project,))
 
 

@@ -117,13 +117,14 @@ def db_status(cluster: localdb.Cluster) -> None:
 
 
 def cmd_configure(args: argparse.Namespace, config: settings.Settings) -> None:
-    """With --extractor or --recall-function, write them; bare, print the current settings and change nothing."""
+    """With --extractor or --recall-function, write that; bare, print the current settings and change nothing."""
     url = database_url(config)
     if args.recall_function:
         print(f"recall function: {localdb.set_recall_function(url, args.recall_function)}")
     if args.extractor:
         localdb.set_extractor(url, args.extractor)
-    print(f"extractor: {localdb.get_extractor(url)}")
+    if args.extractor or not args.recall_function:
+        print(f"extractor: {localdb.get_extractor(url)}")
 
 
 def cmd_import(args: argparse.Namespace, config: settings.Settings) -> None:
