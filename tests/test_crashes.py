@@ -47,7 +47,12 @@ def test_a_client_that_disconnects_mid_run_leaves_no_half_run(db_url, email, det
                 == ("Lock",)
             )
         )
-        socket.socket(fileno=client.pgconn.socket).shutdown(socket.SHUT_RDWR)
+        # Cut the socket under psycopg, then detach: a socket object left to the garbage collector would
+        # close psycopg's descriptor later, by then reused by another test's connection or pipe (EBADF
+        # and "another command is already in progress" in unrelated tests after this one).
+        cut = socket.socket(fileno=client.pgconn.socket)
+        cut.shutdown(socket.SHUT_RDWR)
+        cut.detach()
         wait_for(
             lambda: (
                 observer.execute("select count(*) from pg_stat_activity where pid = %s", (client_pid,)).fetchone()[0]
