@@ -1,9 +1,9 @@
 # The two commands that matter: `make demo` and `make test`. Both install what they need.
-# `make bench [SIZE=10k|100k|1m|curve] [SEED=n]` measures speed at scale on a throwaway cluster.
+# `make bench [SIZE=10k|100k|1m|curve] [OWNERS=n] [SEED=n]` measures speed at scale on a throwaway cluster.
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
-# Debian 12 packages. The demo needs PostgreSQL and pg_cron; the tests add pgTAP, plpgsql_check (for
+# Debian 12 packages. The demo needs PostgreSQL, pg_cron and pgvector (built below); the tests add pgTAP, plpgsql_check (for
 # `supabase db lint`), pg_prove, and the headless Chromium that opens the dashboard.
 APT_RUNTIME := postgresql-15 postgresql-15-cron
 APT_TEST := postgresql-15-pgtap postgresql-15-plpgsql-check libtap-parser-sourcehandler-pgtap-perl chromium
@@ -12,10 +12,22 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SIZE ?= 100k
 SEED ?= 42
 
-.PHONY: install install-test apt demo test lint bench migration-checksums clean
+# pgvector (the semantic leg of recall): Debian 12 packages none for PostgreSQL 15, so
+# scripts/install-pgvector.sh builds Debian trixie's source package with these, once.
+APT_PGVECTOR_BUILD := postgresql-server-dev-15 build-essential dpkg-dev
+PGVECTOR_CONTROL := /usr/share/postgresql/15/extension/vector.control
+
+.PHONY: install install-test apt pgvector demo test lint bench bench-recall migration-checksums clean
 
 install: $(VENV)/.installed node_modules/.installed
 	@$(MAKE) --no-print-directory apt PACKAGES="$(APT_RUNTIME)"
+	@$(MAKE) --no-print-directory pgvector
+
+# Skipped once the extension is installed; otherwise build deps (only the missing ones), then build.
+pgvector:
+	@if [ ! -f $(PGVECTOR_CONTROL) ]; then \
+		$(MAKE) --no-print-directory apt PACKAGES="$(APT_PGVECTOR_BUILD)" && scripts/install-pgvector.sh; \
+	fi
 
 install-test: install
 	@$(MAKE) --no-print-directory apt PACKAGES="$(APT_TEST)"
@@ -49,7 +61,11 @@ test: install-test
 # Report in bench/results/<date>-<SIZE>.md (+ .json). 100k takes about two minutes; curve (10k, 100k
 # and 1m in one report) about ten on 2 cores.
 bench: install
-	@$(PY) -m zm_roi.bench --size $(SIZE) --seed $(SEED)
+	@$(PY) -m zm_roi.bench --size $(SIZE) --seed $(SEED) $(if $(OWNERS),--owners $(OWNERS))
+
+# Recall quality (hit@10, hit@1, MRR) on ../shared/eval: lexical, semantic, hybrid. About four minutes.
+bench-recall: install
+	@$(PY) -m zm_roi.bench.recall_quality
 
 lint: install
 	@$(VENV)/bin/ruff check python tests

@@ -25,7 +25,9 @@ begin
 end
 $roles$;
 
-grant anon, authenticated, service_role to authenticator;
+-- Locally `authenticator` is the MCP transport's login and may become `anon` or `authenticated` only
+-- (Supabase also lets PostgREST become service_role for service keys; nothing local uses that).
+grant anon, authenticated to authenticator;
 
 -- ============================================================================================
 -- Schemas
@@ -76,6 +78,24 @@ end
 $helpers$;
 
 grant execute on function auth.jwt(), auth.uid(), auth.role() to anon, authenticated, service_role;
+
+-- The local transport (PostgREST's stand-in) logs in as `authenticator` only, so "does the token's
+-- user still exist" must be answerable as that user: each signed-in user may see their own row's id
+-- and nothing else. Local databases only: Supabase (recognised by its auth admin role) is left alone.
+do $own_row$
+begin
+  if exists (select from pg_roles where rolname = 'supabase_auth_admin') then
+    return;
+  end if;
+  alter table auth.users enable row level security;
+  drop policy if exists "Users see their own row" on auth.users;
+  create policy "Users see their own row" on auth.users
+    for select to authenticated using (id = (select auth.uid()));
+  revoke all on auth.users from anon, authenticated;
+  grant select (id) on auth.users to authenticated;
+  revoke service_role from authenticator;
+end
+$own_row$;
 
 -- Supabase's databases resolve unqualified names in `public` and then `extensions`.
 do $search_path$

@@ -3,6 +3,7 @@ database: compat layer, then the migrations through the real Supabase CLI, then 
 
 from __future__ import annotations
 
+import os
 import tempfile
 import uuid
 from contextlib import contextmanager
@@ -15,6 +16,12 @@ from tests.support import extractor, remove_created_users
 from zm_roi import localdb
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Embeddings are off for the suite (recall is lexical, as before issue 12), so the many suites that
+# count usage events or import thousands of rows measure what they were written for. The hybrid path
+# is tested with the real offline model where it matters: tests/test_recall.py turns it on, and
+# test_demo runs the demo with its default (the offline model).
+os.environ.setdefault("ZM_EMBEDDING_MODEL", "none")
 
 # The worker tests' fixtures (owners, llm_mode, worker_url) live with their helpers.
 pytest_plugins = ["tests.worker_support"]

@@ -3,7 +3,9 @@ recorded for them), tokens, SQL run as a user the way PostgREST runs it, and ext
 
 from __future__ import annotations
 
+import time
 import uuid
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -53,8 +55,7 @@ def benchmark_user(cluster, email: str, memories: list[MemoryLine] | None = None
     try:
         yield User(user_id, email, tokens.mint(cluster.jwt_secret(), user_id, email, ttl))
     finally:
-        with psycopg.connect(db_url) as conn:
-            conn.execute("delete from auth.users where id = %s", (user_id,))
+        remove_users(db_url, [user_id])
 
 
 @contextmanager
@@ -89,11 +90,18 @@ def activate_pending_probes(db_url: str, user_id: uuid.UUID) -> int:
 CREATED_USERS: list[uuid.UUID] = []
 
 
+def remove_users(db_url: str, user_ids: list[uuid.UUID]) -> None:
+    """The one way tests remove users: deleting from auth.users cascades to everything the benchmark
+    recorded for them (the only delete the append-only results allow)."""
+    if user_ids:
+        with psycopg.connect(db_url) as conn:
+            conn.execute("delete from auth.users where id = any(%s)", (list(user_ids),))
+
+
 def remove_created_users(db_url: str) -> None:
     """Delete the users made by user_with_knowledge, with everything the benchmark recorded for them, so
     no queued work of one test is left for another test's worker to find."""
-    with psycopg.connect(db_url) as conn:
-        conn.execute("delete from auth.users where id = any(%s)", (CREATED_USERS,))
+    remove_users(db_url, CREATED_USERS)
     CREATED_USERS.clear()
 
 
@@ -120,3 +128,17 @@ def as_user(db_url: str, user_id: uuid.UUID, sql: str, params: tuple | dict = ()
 
 def benchmark(db_url: str, user_id: uuid.UUID) -> dict:
     return as_user(db_url, user_id, "select public.benchmark_memory() as r")[0]["r"]
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 60.0, fail: bool = True) -> bool:
+    """Poll observable state until `predicate()` holds (never a fixed sleep standing in for it). At the
+    timeout: an assertion error, or False with `fail=False` so a test can record what it measured first."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            assert not fail, (
+                f"timed out after {timeout:.0f} s waiting for {getattr(predicate, '__name__', 'a condition')}"
+            )
+            return False
+        time.sleep(0.05)
+    return True

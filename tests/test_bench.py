@@ -26,6 +26,9 @@ TINY = Plan(
     round_trips=3,
     queue_rows=20,
     drain_rows=40,
+    one_write_cycles=2,
+    spread_write_cycles=1,
+    model_delay_s=0.05,
 )
 SECTIONS = (
     "## Machine",
@@ -33,6 +36,8 @@ SECTIONS = (
     "## Corpus",
     "## Measurements at 2,000 memories",
     "### Recall cost by layer size",
+    "### Upkeep after writes",
+    "### Waiting for a 0.05 s model",
     "## Targets (set for 1M memories; measured at 2,000)",
     "## EXPLAIN (ANALYZE, BUFFERS) of recall at 2,000",
 )
@@ -86,6 +91,26 @@ def test_every_measurement_made_its_calls(tiny_run):
         count: (TINY.drain_rows, 0, [0] * int(count)) for count in ("1", "2", "4")
     }, "every queued judgment drained, by workers that exited cleanly"
     assert 0 < worker["peak_rss_mb"] < 2000
+
+
+def test_upkeep_after_writes_visits_the_written_projects_members(tiny_run):
+    writes = tiny_run[1]["sizes"][0]["upkeep_writes"]
+    assert writes["status"] == "measured" and writes["idle_owners_visited"] == 0
+    assert (
+        writes["one_write"]["n"] == TINY.one_write_cycles and writes["spread_writes"]["n"] == TINY.spread_write_cycles
+    )
+    for cycle in writes["cycles"]:
+        assert cycle["failures"] == 0 and cycle["busy"] == 0
+        assert cycle["owners"] == cycle["expected"] > 0, cycle
+    spread = next(c for c in writes["cycles"] if c["kind"] == "spread_writes")
+    assert spread["owners"] > max(c["owners"] for c in writes["cycles"] if c["kind"] == "one_write")
+
+
+def test_the_slow_model_latency_is_measured_with_one_worker(tiny_run):
+    latency = tiny_run[1]["sizes"][0]["model_latency"]
+    assert latency["status"] == "measured" and latency["first_call"] == "generating"
+    assert latency["run_probes"] == 20 and latency["model_calls"] == 40
+    assert latency["exit_code"] == 0 and 0 < latency["peak_rss_mb"] < 2000
 
 
 def test_the_explain_is_the_plan_recall_runs_inside(tiny_run):

@@ -13,14 +13,16 @@ import sys
 import threading
 import urllib.error
 import urllib.request
+import uuid
 from pathlib import Path
 
+import psycopg
 import pytest
 
-from tests.browser import Dom, open_page
+from tests.browser import ARTIFACTS, Dom, chromium, open_page
 from tests.conftest import ROOT
 from tests.support import activate_pending_probes, add_memories, benchmark_user, extractor, knowledge
-from zm_roi import dashboard, tokens
+from zm_roi import dashboard, demo, diagnostics, mcp_server, tokens
 from zm_roi.importer import MemoryLine
 from zm_roi.transport import LocalTransport
 
@@ -29,6 +31,15 @@ def render_to_file(transport, tmp_path: Path, name: str) -> str:
     page = tmp_path / f"{name}.html"
     page.write_text(dashboard.render(transport), encoding="utf-8")
     return page.as_uri()
+
+
+def tall_shots(tmp_path: Path, name: str, url: str) -> None:
+    """Phone and wide screenshots tall enough to hold the diagnostics card under the tile."""
+    for label, size in (("phone", "390,1900"), ("wide", "1280,1150")):
+        shot = ARTIFACTS / f"dashboard-{name}-{label}-tall.png"
+        shot.unlink(missing_ok=True)
+        chromium(tmp_path, f"--window-size={size}", f"--screenshot={shot}", url)
+        assert shot.stat().st_size > 5_000, f"{shot} looks blank"
 
 
 def local(cluster, user) -> LocalTransport:
@@ -53,6 +64,7 @@ def test_before_the_first_run_the_tile_invites_instead_of_showing_zero(cluster, 
     assert not dom.has("rate") and not dom.has("interval") and not dom.has("sparkline")
     assert not re.search(r"\d+\s*%", dom.all_text()), "never a misleading 0%"
     assert run_rows(dom) == []
+    assert not dom.has("diagnostics"), "nothing to explain before a score"
 
 
 def test_while_the_first_run_is_judged_the_tile_says_judging(cluster, email, tmp_path):
@@ -70,6 +82,7 @@ def test_while_the_first_run_is_judged_the_tile_says_judging(cluster, email, tmp
     assert not re.search(r"\d+\s*%", dom.all_text()), "no score before verdicts"
     assert len(run_rows(dom)) == 1 and "judging" in dom.text("runs")
     assert dom.find("meta", **{"http-equiv": "refresh"}), "the page refreshes itself while judging"
+    assert not dom.has("diagnostics")
 
 
 def test_one_run_shows_the_rate_large_with_its_interval_and_no_sparkline(cluster, email, tmp_path):
@@ -83,7 +96,10 @@ def test_one_run_shows_the_rate_large_with_its_interval_and_no_sparkline(cluster
         transport = local(cluster, me)
         transport.benchmark_memory()
         tile = transport.tile()
-        dom = open_page(tmp_path, "one-run", render_to_file(transport, tmp_path, "one-run"))
+        [run] = transport.runs()
+        url = render_to_file(transport, tmp_path, "one-run")
+        dom = open_page(tmp_path, "one-run", url)
+        tall_shots(tmp_path, "one-run", url)
     assert dom.find("section", id="tile")[0]["data-state"] == "ready"
     assert dom.text("rate") == percent(tile["exclusive_rate"])
     low, high = (round(float(tile[k]) * 100) for k in ("exclusive_rate_low", "exclusive_rate_high"))
@@ -91,16 +107,39 @@ def test_one_run_shows_the_rate_large_with_its_interval_and_no_sparkline(cluster
     assert dom.text("hint") == tile["hint"] == "6 of 6 questions a bare agent could not answer"
     assert not dom.has("sparkline"), "a trend needs two completed runs"
     assert not dom.has("judging")
+    assert dom.text("caveat") == tile["caveat"] and "upper bound" in tile["caveat"], "deterministic: what it bounds"
     assert len(run_rows(dom)) == 1, "only the caller's own run"
+    # What explains it: retrieval, the breakdown, no paired comparison yet, no cost, no spot-check.
+    surfaced = run["source_surfaced_count"]
+    assert dom.text("retrieval").startswith(f"Search surfaced the source memory for {surfaced} of 6 judged questions")
+    assert dom.text("paired") == "First completed run: nothing to compare with yet."
+    assert dom.text("cost") == "No model calls: deterministic runs cost nothing."
+    assert not dom.has("agreement") and not dom.has("closed-book"), "deterministic: the judge is the search check"
+    for dimension in ("kind", "scope"):
+        figures = re.findall(r"(\d+) of (\d+)", dom.text(f"breakdown-{dimension}"))
+        assert sum(int(judged) for _, judged in figures) == 6
+        assert sum(int(exclusive) for exclusive, _ in figures) == tile["exclusive_count"]
+    assert [a["data-value"] for a in dom.find("div", **{"class": "bar-row"})][:3] == [
+        "decision",
+        "gotcha",
+        "convention",
+    ]
+    # The run says which recall produced it (embeddings are off in the suite: lexical only).
+    assert [cell["title"] for cell in dom.find("td", **{"class": "recall"})] == ["no embeddings: lexical only"]
+    assert "public.recall" in dom.all_text()
 
 
 def test_several_runs_draw_the_trend_and_a_newer_run_shows_judging_beside_the_score(cluster, email, tmp_path):
     db = cluster.url()
 
     def duplicates(n: int) -> list[MemoryLine]:
-        # Identical memories crowd each other out of the top ten, so the rate moves between runs.
+        # Near-identical memories crowd each other out of the top ten, so the rate moves between runs
+        # (identical ones would be skipped as duplicates).
         body = "Check the release list before shipping anything."
-        return [MemoryLine(title="Release checklist", body=body, kind="convention") for _ in range(n)]
+        return [
+            MemoryLine(title="Release checklist", body=f"{body} ({uuid.uuid4().hex[:6]})", kind="convention")
+            for _ in range(n)
+        ]
 
     with extractor(db, "deterministic"), benchmark_user(cluster, email, knowledge(8)) as me:
         transport = local(cluster, me)
@@ -110,7 +149,10 @@ def test_several_runs_draw_the_trend_and_a_newer_run_shows_judging_beside_the_sc
         add_memories(db, email, duplicates(12))
         transport.benchmark_memory()
         tile = transport.tile()
-        several = open_page(tmp_path, "several-runs", render_to_file(transport, tmp_path, "several-runs"))
+        runs = transport.runs()
+        url = render_to_file(transport, tmp_path, "several-runs")
+        several = open_page(tmp_path, "several-runs", url)
+        tall_shots(tmp_path, "several-runs", url)
         with extractor(db, "llm"):
             assert transport.benchmark_memory()["status"] == "started"
             newer = open_page(tmp_path, "judging-after-score", render_to_file(transport, tmp_path, "judging-newer"))
@@ -123,12 +165,20 @@ def test_several_runs_draw_the_trend_and_a_newer_run_shows_judging_beside_the_sc
     assert len(points) == 3
     assert several.text("sparkline").endswith("Trend over 3 completed runs (0–100%)")
     assert len(run_rows(several)) == 3
+    # Each run is paired with the one before it, on the questions both judged.
+    assert runs[0]["previous_run_id"] == runs[1]["run_id"] and runs[0]["paired_count"] > 0
+    assert several.text("paired") == diagnostics.paired_line(runs[0])
+    assert runs[0]["regressed_count"] > 0, "the look-alikes crowded some sources out"
+    assert re.fullmatch(
+        r"\+\d+ / −\d+ against the previous run on \d+ shared questions, p [=<] [\d.]+.*\.", several.text("paired")
+    )
 
     assert newer.find("section", id="tile")[0]["data-state"] == "judging"
     assert newer.text("rate") == percent(tile["exclusive_rate"]), "the last score stays while a newer run is judged"
     assert newer.text("judging").startswith("judging… a newer run of")
     assert newer.has("sparkline")
     assert len(run_rows(newer)) == 4
+    assert newer.text("paired") == several.text("paired"), "the diagnostics explain the scored run, not the newer one"
 
 
 def test_the_served_dashboard_renders_per_request_as_the_token_user(cluster, email, tmp_path):
@@ -182,11 +232,24 @@ def test_the_cli_writes_the_page_or_says_in_one_line_why_not(cluster, email, tmp
     assert not (tmp_path / "no.html").exists()
 
 
+def skip_every_question_of_the_open_run(db_url: str, user_id) -> None:
+    """What the worker does when the judge fails for every question: skipped verdicts, then the run closes."""
+    with psycopg.connect(db_url) as conn:
+        run_id = conn.execute(
+            """insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, skipped, skip_reason, judged_by)
+               select j.run_id, j.probe_id, j.owner_id, p.memory_id, true, 'judge_failed', 'llm'
+               from roi.judgments j join roi.probes p on p.id = j.probe_id where j.owner_id = %s
+               returning run_id""",
+            (user_id,),
+        ).fetchone()[0]
+        assert conn.execute("select roi.close_run_if_done(%s)", (run_id,)).fetchone()[0]
+
+
 class Canned:
     """A transport with fixed answers, for states that are slow or odd to reach through SQL."""
 
-    def __init__(self, tile: dict | None, runs: list[dict]) -> None:
-        self._tile, self._runs = tile, runs
+    def __init__(self, tile: dict | None, runs: list[dict], breakdown: list[dict] | None = None) -> None:
+        self._tile, self._runs, self._breakdown = tile, runs, breakdown or []
 
     def tile(self) -> dict | None:
         return self._tile
@@ -194,21 +257,125 @@ class Canned:
     def runs(self) -> list[dict]:
         return self._runs
 
+    def breakdown(self) -> list[dict]:
+        return self._breakdown
 
-def test_a_run_whose_every_question_was_skipped_shows_no_score_rather_than_judging_forever():
-    run = {
-        "run_id": "r1",
-        "started_at": "2026-11-30T10:00:00+00:00",
-        "status": "complete",
-        "probe_count": 5,
-        "judged_count": 0,
-        "skipped_count": 5,
-        "exclusive_count": 0,
-        "exclusive_rate": None,
-    }
-    tile = {"state": "ready", "exclusive_rate": None, "hint": "Judging 5 questions from your memory…", "trend": []}
-    dom = Dom(dashboard.render(Canned(tile, [run])))
+
+def test_a_run_whose_every_question_was_skipped_shows_no_score_rather_than_judging_forever(cluster, email, tmp_path):
+    # Before the fix the view said state 'ready' with "Judging 5 questions…" for this run, forever.
+    db = cluster.url()
+    with extractor(db, "llm"), benchmark_user(cluster, email, knowledge(5)) as me:
+        transport = local(cluster, me)
+        assert transport.benchmark_memory()["status"] == "generating"
+        activate_pending_probes(db, me.id)
+        assert transport.benchmark_memory()["status"] == "started"
+        skip_every_question_of_the_open_run(db, me.id)
+        tile = transport.tile()
+        dom = open_page(tmp_path, "no-score", render_to_file(transport, tmp_path, "no-score"))
+    assert tile["state"] == "no_score"
+    assert dom.find("section", id="tile")[0]["data-state"] == "no_score"
     assert dom.text("unscored") == "No score yet"
-    assert not dom.has("judging") and not dom.has("rate")
+    assert dom.text("hint") == tile["hint"], "the page says what the view says"
+    assert "Judging" not in dom.all_text() and "run benchmark_memory again" in tile["hint"]
+    assert not dom.has("judging") and not dom.has("rate") and not dom.has("caveat")
+    assert not dom.find("meta", **{"http-equiv": "refresh"}), "nothing is being judged: no refresh loop"
     assert not re.search(r"\d+\s*%", dom.all_text())
     assert "0 of 5 (5 skipped)" in dom.text("runs")
+    assert mcp_server.tile_sentence(tile) == tile["hint"], "the MCP reply says what the view says"
+    assert demo.describe_tile(tile) == ["  state: no_score", f"  {tile['hint']}"]
+
+
+def llm_run(**changes) -> dict:
+    """A completed LLM-mode run as the runs view returns it, diagnostics included."""
+    run = {
+        "run_id": "r2",
+        "started_at": "2026-11-30T10:00:00+00:00",
+        "status": "complete",
+        "mode": "llm",
+        "probe_count": 20,
+        "judged_count": 20,
+        "skipped_count": 0,
+        "exclusive_count": 7,
+        "exclusive_rate": 0.35,
+        "source_surfaced_count": 17,
+        "source_mrr": 0.6125,
+        "source_median_rank": 2,
+        "retrieval_agreement_count": 18,
+        "previous_run_id": "r1",
+        "paired_count": 17,
+        "improved_count": 3,
+        "regressed_count": 1,
+        "paired_p_value": 0.625,
+        "input_tokens": 36000,
+        "output_tokens": 2400,
+        "cost_usd": 0.00684,
+        "own_key_calls": 0,
+        "closed_book_checked": 5,
+        "closed_book_correct": 1,
+        "closed_book_agreement_count": 4,
+    }
+    return {**run, **changes}
+
+
+BREAKDOWN = [
+    {"run_id": "r2", "dimension": d, "value": v, "judged_count": j, "exclusive_count": e, "exclusive_rate": e / j}
+    for d, v, j, e in [
+        ("kind", "decision", 9, 5),
+        ("kind", "gotcha", 6, 1),
+        ("kind", "convention", 5, 1),
+        ("scope", "personal", 4, 0),
+        ("scope", "project", 12, 6),
+        ("scope", "team", 4, 1),
+    ]
+]
+READY = {
+    "state": "ready",
+    "exclusive_rate": 0.35,
+    "exclusive_rate_low": 0.18,
+    "exclusive_rate_high": 0.57,
+    "exclusive_count": 7,
+    "judged_count": 20,
+    "hint": "7 of 20 questions a bare agent could not answer",
+    "trend": [0.3, 0.35],
+}
+
+
+def test_an_llm_run_explains_itself_with_agreement_paired_change_cost_and_the_spot_check(tmp_path):
+    page = tmp_path / "llm.html"
+    page.write_text(dashboard.render(Canned(READY, [llm_run()], BREAKDOWN)), encoding="utf-8")
+    dom = open_page(tmp_path, "diagnostics-llm", page.as_uri())
+    tall_shots(tmp_path, "diagnostics-llm", page.as_uri())
+    assert dom.text("retrieval") == "Search surfaced the source memory for 17 of 20 judged questions, median rank 2."
+    assert dom.text("agreement").startswith("The judge and search agreed on 18 of 20;")
+    assert dom.text("paired") == "+3 / −1 against the previous run on 17 shared questions, p = 0.63 (could be chance)."
+    assert dom.text("cost") == "Cost $0.006840 (36,000 + 2,400 tokens)."
+    assert dom.text("closed-book") == (
+        "Closed-book spot-check: with no memory the model answered 1 of 5 questions correctly; "
+        "the judge's “answerable without memory” agreed on 4 of 5."
+    )
+    assert "9 of 9" not in dom.text("breakdown") and "5 of 9" in dom.text("breakdown-kind")
+    assert "6 of 12" in dom.text("breakdown-scope")
+    fills = [a["style"] for a in dom.find("span", **{"class": "fill"})]
+    assert fills[:3] == ["width: 56%", "width: 17%", "width: 20%"]
+
+
+def test_an_unpriced_run_on_the_owners_key_with_no_shared_questions(tmp_path):
+    run = llm_run(
+        cost_usd=None,
+        own_key_calls=40,
+        paired_count=0,
+        improved_count=0,
+        regressed_count=0,
+        paired_p_value=None,
+        closed_book_checked=0,
+        source_surfaced_count=0,
+        source_median_rank=None,
+    )
+    page = tmp_path / "unpriced.html"
+    page.write_text(dashboard.render(Canned(READY, [run], BREAKDOWN)), encoding="utf-8")
+    dom = open_page(tmp_path, "diagnostics-own-key", page.as_uri())
+    tall_shots(tmp_path, "diagnostics-own-key", page.as_uri())
+    assert dom.text("retrieval") == "Search surfaced the source memory for none of the 20 judged questions."
+    assert dom.text("paired") == "No question in common with the previous run, so no paired comparison."
+    assert dom.text("cost") == "36,000 + 2,400 tokens, no price known for the model; 40 calls on your own provider key."
+    assert not dom.has("closed-book"), "the spot-check shows only when it ran"

@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import psycopg
 import pytest
 
 from tests.conftest import throwaway_cluster
+from tests.support import benchmark, wait_for
 from tests.worker_support import GENERATION_MODEL, GOOD_VERDICT, JUDGE_MODEL, KNOWLEDGE, ScriptedModel, question_for
 from zm_roi import localdb
-from zm_roi.identity import act_as, claims_for
 from zm_roi.importer import MemoryLine, Target, insert_memories
 from zm_roi.worker import Worker, WorkerConfig
 
@@ -25,19 +24,6 @@ def crashable():
         with psycopg.connect(own.url()) as conn:
             conn.execute("update roi.settings set extractor = 'llm', lease_duration = interval '2 seconds'")
         yield own
-
-
-def benchmark(url: str, owner) -> dict:
-    with psycopg.connect(url) as conn, conn.transaction():
-        act_as(conn, claims_for(owner))
-        return conn.execute("select public.benchmark_memory()").fetchone()[0]
-
-
-def wait_for(predicate, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.2)
 
 
 def test_a_crashed_database_loses_no_judgment_and_doubles_none(crashable, reliability):
@@ -80,7 +66,7 @@ def test_a_crashed_database_loses_no_judgment_and_doubles_none(crashable, reliab
                     == 1
                 )
 
-        wait_for(closed)
+        closed_in_time = wait_for(closed, fail=False)
     finally:
         resume.set()
         worker.stop()
@@ -90,12 +76,17 @@ def test_a_crashed_database_loses_no_judgment_and_doubles_none(crashable, reliab
         verdicts = conn.execute(
             "select probe_id, skipped from roi.verdicts where run_id = %s", (started["run_id"],)
         ).fetchall()
-        reason = conn.execute("select reason from roi.run_closures where run_id = %s", (started["run_id"],)).fetchone()[
-            0
-        ]
+        closure = conn.execute("select reason from roi.run_closures where run_id = %s", (started["run_id"],)).fetchone()
+    reason = closure[0] if closure else None
+    # Measured before any assert: a probe with no verdict, a second verdict or a skipped one is a loss.
+    judged = {probe for probe, skipped in verdicts if not skipped}
+    reliability.record(
+        "crashes",
+        "database killed (immediate shutdown) with a judgment in hand",
+        tried=4,
+        lost=(4 - len(judged)) + (len(verdicts) - len({probe for probe, _ in verdicts})),
+    )
+    assert closed_in_time, "the run closed after the restart"
     assert len(verdicts) == 4 and len({probe for probe, _ in verdicts}) == 4, "one verdict per probe"
     assert [skipped for _, skipped in verdicts] == [False] * 4, "every probe judged, none lost to the crash"
     assert reason == "complete"
-    reliability.record(
-        "crashes", "database killed (immediate shutdown) with a judgment in hand", tried=4, lost=4 - len(verdicts)
-    )

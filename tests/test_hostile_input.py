@@ -58,8 +58,14 @@ def test_templates_read_naturally_for_any_title(db_url, kind, title, body, relia
     assert not any(ord(c) < 32 for c in question), "control characters never reach a question"
 
 
-def test_metacharacters_and_right_to_left_text_are_found(db_url, reader):
+def test_metacharacters_are_plain_characters_and_right_to_left_text_is_found(db_url, reader):
+    # Only punctuation: no word to match, so nothing (and no tsquery syntax error).
     assert as_user(db_url, reader, "select title from public.recall(%s)", (METACHARACTERS,)) == []
+    # The same metacharacters around a real word: the word is still found, the rest is inert.
+    wrapped = as_user(
+        db_url, reader, "select title from public.recall(%s)", (f"{METACHARACTERS} emoji {METACHARACTERS}",)
+    )
+    assert [r["title"] for r in wrapped] == ["Deploys need a 🚀 emoji"]
     found = as_user(db_url, reader, "select title from public.recall(%s)", ("متى ننشر النظام؟",))
     assert [r["title"] for r in found] == ["نشر النظام يوم الجمعة ممنوع"]
 
@@ -89,7 +95,7 @@ def test_every_unicode_plane_round_trips_through_import(db_url, email, tmp_path)
     title = "".join(chr(plane * 0x10000 + 0x4E2D if plane == 0 else plane * 0x10000 + 0x100) for plane in range(17))
     path = tmp_path / "planes.jsonl"
     path.write_text(json.dumps({"title": title, "body": "שלום " + title, "kind": "convention"}, ensure_ascii=False))
-    assert import_memories(db_url, path, Target(email)) == 1
+    assert import_memories(db_url, path, Target(email)).imported == 1
     with psycopg.connect(db_url) as conn:
         stored = conn.execute(
             "select title from public.memories m join auth.users u on u.id = m.author_id where u.email = %s", (email,)

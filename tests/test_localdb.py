@@ -27,7 +27,8 @@ def own_home():
     home = Path(tempfile.mkdtemp(prefix="zm-roi-dbup-"))
     home.chmod(0o755)
     env = {**os.environ, "ZM_DB_HOME": str(home / "db"), "ZM_DB_PORT": str(localdb.free_port())}
-    env.pop("ZM_DB_URL", None)
+    for inherited in ("ZM_DB_URL", "ZM_EXTRACTOR"):
+        env.pop(inherited, None)
     yield env
     localdb.Cluster(home / "db", int(env["ZM_DB_PORT"])).destroy()
     subprocess.run(["rm", "-rf", str(home)], check=False)
@@ -56,6 +57,17 @@ def test_db_up_twice_changes_nothing_the_second_time(own_home):
     assert "extractor: llm" in second.stdout
     configured = zm(own_home, "configure", "--extractor", "deterministic")
     assert configured.returncode == 0 and configured.stdout.strip() == "extractor: deterministic"
+    with psycopg.connect(url) as conn:
+        assert conn.execute("select extractor from roi.settings").fetchone()[0] == "deterministic"
+
+    # Settings stay where the user put them. Before: a plain `db up` reset LLM mode to deterministic, and
+    # a bare `configure` switched to LLM mode.
+    assert zm(own_home, "configure", "--extractor", "llm").returncode == 0
+    again = zm(own_home, "db", "up")
+    assert again.returncode == 0 and "extractor: llm" in again.stdout
+    assert zm(own_home, "configure", "--extractor", "deterministic").returncode == 0
+    bare = zm(own_home, "configure")
+    assert bare.returncode == 0 and bare.stdout.strip() == "extractor: deterministic"
     with psycopg.connect(url) as conn:
         assert conn.execute("select extractor from roi.settings").fetchone()[0] == "deterministic"
 
@@ -92,3 +104,57 @@ def test_missing_postgres_binaries_say_what_to_install(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(localdb.UserError, match="make install"):
         localdb.pg_bindir()
+
+
+def test_db_up_brings_a_cluster_made_by_an_older_version_up_to_date(own_home):
+    """A cluster created before pg_cron ran in background workers gets the setting and a restart."""
+    assert zm(own_home, "db", "up").returncode == 0
+    url = zm(own_home, "db", "url").stdout.strip()
+    conf = Path(own_home["ZM_DB_HOME"]) / "pgdata" / "postgresql.conf"
+    conf.write_text("".join(line for line in conf.read_text().splitlines(True) if "use_background_workers" not in line))
+    # Running with the old settings, as it would after an older zm-roi started it.
+    localdb.Cluster(Path(own_home["ZM_DB_HOME"]), int(own_home["ZM_DB_PORT"])).restart()
+    with psycopg.connect(url) as conn:
+        assert conn.execute("show cron.use_background_workers").fetchone()[0] == "off"
+        conn.execute("insert into auth.users (email) values ('kept@example.test')")
+
+    result = zm(own_home, "db", "up")
+    assert result.returncode == 0, result.stderr
+    assert "restarting PostgreSQL to apply the new server settings" in result.stdout
+    with psycopg.connect(url) as conn:
+        assert conn.execute("show cron.use_background_workers").fetchone()[0] == "on"
+        assert conn.execute("select count(*) from auth.users where email = 'kept@example.test'").fetchone()[0] == 1
+
+
+def postmaster_pid(env: dict) -> int:
+    return int((Path(env["ZM_DB_HOME"]) / "pgdata" / "postmaster.pid").read_text().split()[0])
+
+
+def test_db_up_restarts_a_postmaster_older_than_the_installed_binaries(own_home, monkeypatch, capsys):
+    """apt upgraded postgresql-15 under the running cluster (seen: 15.18 → 15.20): `db up` restarts it from
+    the new binaries and keeps the data; `db status` says what to run. The upgrade is faked by reporting a
+    newer installed version; the restart is the real one."""
+    from zm_roi import cli
+
+    assert zm(own_home, "db", "up").returncode == 0
+    url = zm(own_home, "db", "url").stdout.strip()
+    with psycopg.connect(url) as conn:
+        running = conn.execute("show server_version").fetchone()[0].split()[0]
+        conn.execute("insert into auth.users (email) values ('kept@example.test')")
+    before = postmaster_pid(own_home)
+    for name in ("ZM_DB_HOME", "ZM_DB_PORT"):
+        monkeypatch.setenv(name, own_home[name])
+    for name in ("ZM_DB_URL", "ZM_EXTRACTOR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(localdb, "installed_version", lambda: "15.99")
+
+    assert cli.main(["db", "status"]) == 0
+    status = capsys.readouterr().out
+    assert "stale: PostgreSQL 15.99 is installed since it started; run `zm-roi db up` to restart it" in status
+
+    assert cli.main(["db", "up"]) == 0
+    out = capsys.readouterr().out
+    assert f"restarting PostgreSQL: it runs {running} but 15.99 is installed (the data is kept)" in out
+    assert postmaster_pid(own_home) != before
+    with psycopg.connect(url) as conn:
+        assert conn.execute("select count(*) from auth.users where email = 'kept@example.test'").fetchone()[0] == 1

@@ -20,6 +20,26 @@ from zm_roi import tokens
 from zm_roi.mcp_server import TILE_URI
 
 STRUCTURED_FIELDS = {"status", "run_id", "probes", "ready", "target", "message"}
+# The contract's diagnostics of public.roi_benchmark_runs, all in the results tool's structured output.
+DIAGNOSTICS = {
+    "source_surfaced_count",
+    "source_mrr",
+    "retrieval_agreement_count",
+    "previous_run_id",
+    "paired_count",
+    "improved_count",
+    "regressed_count",
+    "paired_p_value",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "own_key_calls",
+    "closed_book_checked",
+    "closed_book_correct",
+    "closed_book_agreement_count",
+    "breakdown",
+    "summary",
+}
 
 
 @asynccontextmanager
@@ -66,9 +86,17 @@ def test_the_server_lists_the_tool_with_annotations_and_output_schema(cluster, e
 
     results = by_name["benchmark_results"]
     assert results.annotations.read_only_hint is True and results.annotations.open_world_hint is False
-    assert {"state", "exclusive_rate", "exclusive_rate_low", "exclusive_rate_high", "hint", "trend"} <= set(
-        results.output_schema["properties"]
-    )
+    assert {
+        "state",
+        "exclusive_rate",
+        "exclusive_rate_low",
+        "exclusive_rate_high",
+        "hint",
+        "trend",
+        "diagnostics",
+    } <= set(results.output_schema["properties"])
+    diagnostics = results.output_schema["$defs"]["RunDiagnostics"]["properties"]
+    assert set(diagnostics) >= DIAGNOSTICS
     assert [str(resource.uri) for resource in resources] == [TILE_URI]
 
 
@@ -124,6 +152,7 @@ def test_the_tool_goes_through_generating_started_and_in_progress(cluster, email
     assert tile.structured_content["exclusive_rate"] is None, "no score before verdicts, never a 0%"
     assert tile.structured_content["latest_run_id"] == run_id
     assert "Judging 5 questions" in text_of(tile)
+    assert tile.structured_content["diagnostics"] is None, "nothing to explain before a score"
     assert json.loads(resource.contents[0].text) == tile.structured_content
 
 
@@ -140,6 +169,24 @@ def test_a_deterministic_run_starts_at_once_and_the_results_tool_shows_the_score
     assert score["state"] == "ready" and score["judged_count"] == 6
     assert score["exclusive_rate_low"] <= score["exclusive_rate"] <= score["exclusive_rate_high"]
     assert text_of(tile).startswith(f"Only memory knows {round(score['exclusive_rate'] * 100)}% (95% interval ")
+    assert text_of(tile).endswith(score["caveat"]) and "upper bound" in score["caveat"], "the view's caveat"
+    found = score["diagnostics"]
+    assert set(found) >= DIAGNOSTICS
+    assert found["judged_count"] == 6 and found["source_surfaced_count"] == found["retrieval_agreement_count"]
+    assert 0 < found["source_mrr"] <= 1
+    assert (found["previous_run_id"], found["paired_count"], found["paired_p_value"]) == (None, 0, None)
+    assert (found["input_tokens"], found["cost_usd"], found["own_key_calls"], found["closed_book_checked"]) == (
+        0,
+        None,
+        0,
+        0,
+    )
+    for dimension in ("kind", "scope"):
+        rows = [row for row in found["breakdown"] if row["dimension"] == dimension]
+        assert sum(row["judged_count"] for row in rows) == 6
+        assert sum(row["exclusive_count"] for row in rows) == score["exclusive_count"]
+    assert found["summary"].startswith(f"Search surfaced the source memory for {found['source_surfaced_count']} of 6")
+    assert "First completed run" in found["summary"] and "deterministic runs cost nothing" in found["summary"]
 
 
 def test_a_user_without_knowledge_gets_empty(cluster, email, tmp_path):

@@ -14,7 +14,7 @@ from tests.conftest import ROOT
 def test_pgtap_suites_pass(cluster):
     pg_prove = shutil.which("pg_prove")
     if pg_prove is None:
-        pytest.fail("pg_prove is missing: run `make install` (libtap-parser-sourcehandler-pgtap-perl)")
+        pytest.fail("pg_prove is missing: run `make install-test` (libtap-parser-sourcehandler-pgtap-perl)")
     env = {
         **os.environ,
         "PGHOST": "127.0.0.1",

@@ -24,7 +24,14 @@ def test_every_quick_start_line_runs(tmp_path):
     home.chmod(0o755)
     port = localdb.free_port()
     env = {**os.environ, "ZM_DB_HOME": str(home / "db"), "ZM_DB_PORT": str(port)}
-    for variable in ("ZM_DB_URL", "ZM_EXTRACTOR", "ZM_ACCESS_TOKEN", "SUPABASE_URL", "SUPABASE_ANON_KEY"):
+    for variable in (
+        "ZM_DB_URL",
+        "ZM_EXTRACTOR",
+        "ZM_ACCESS_TOKEN",
+        "SUPABASE_URL",
+        "SUPABASE_ANON_KEY",
+        "ZM_EMBEDDING_MODEL",
+    ):
         env.pop(variable, None)
     script = "set -euo pipefail\n" + "\n".join(quick_start_lines()).replace("tile.html", str(tmp_path / "tile.html"))
     try:

@@ -19,13 +19,21 @@ EXPOSED_RELATIONS = {
     "memories",
     "project_members",
     "projects",
+    "roi_benchmark_breakdown",
     "roi_benchmark_runs",
     "roi_benchmark_tile",
     "team_members",
     "teams",
     "usage_events",
 }
-EXPOSED_FUNCTIONS = {"benchmark_memory", "caller_project_ids", "caller_team_ids", "recall", "recall_query"}
+EXPOSED_FUNCTIONS = {
+    "benchmark_memory",
+    "caller_project_ids",
+    "caller_team_ids",
+    "recall",
+    "recall_lexical",
+    "recall_query",
+}
 SYSTEM_SCHEMAS = ("pg_catalog", "information_schema", "pg_toast")
 
 
@@ -106,52 +114,76 @@ def test_the_data_api_exposes_only_the_allowlisted_relations_and_functions(db_ur
 def test_anon_reads_nothing_of_the_owner_anywhere(db_url, scene, reliability):
     seen = everything_readable(db_url, {"role": "anon"})
     leaks = [name for name, text in seen.items() if scene["sentinel"] in text]
-    assert leaks == []
     reliability.record("privacy", "relations anon can select from, read in full", tried=len(seen), lost=len(leaks))
+    assert leaks == []
 
 
 def test_another_user_reads_nothing_of_the_owner_anywhere(db_url, scene, reliability):
     seen = everything_readable(db_url, claims_for(scene["other"]))
     leaks = [name for name, text in seen.items() if scene["sentinel"] in text or str(scene["owner"]) in text]
-    assert leaks == []
     reliability.record(
         "privacy", "relations another user can select from, read in full", tried=len(seen), lost=len(leaks)
     )
+    assert leaks == []
     assert "roi.probes" in seen, "the enumeration reached the private schema as authenticated"
+    assert {"public.roi_benchmark_breakdown", "roi.recall_outcomes", "roi.closed_book_results"} <= set(seen), (
+        "the enumeration reached the diagnostics too"
+    )
 
 
 def test_the_owner_reads_no_question_and_no_snapshot_without_the_gate(db_url, scene):
     seen = everything_readable(db_url, claims_for(scene["owner"]))
     assert scene["sentinel"] in seen["public.memories"], "the owner does read their own memory"
     assert [name for name, text in seen.items() if scene["question"] in text] == []
-    assert seen["roi.probes"] == seen["roi.recalls"] == seen["roi.judgments"] == ""
+    assert seen["roi.probes"] == seen["roi.recalls"] == seen["roi.judgments"] == seen["roi.closed_book_queue"] == ""
+    # The diagnostics reach the owner as aggregates and text-free facts: kind, scope, rank, counts.
+    assert '"dimension":"scope","value":"personal"' in seen["public.roi_benchmark_breakdown"]
+    assert '"source_rank":1' in seen["roi.recall_outcomes"]
+    assert '"source_surfaced_count":1' in seen["public.roi_benchmark_runs"]
 
 
-@pytest.mark.parametrize(
-    "claims",
-    [
-        {"role": "authenticated"},
-        {"role": "authenticated", "sub": str(uuid.uuid4())},
-        {"role": "anon", "sub": "REPLACED_BY_OWNER"},
-        {"role": "service_role_typo", "sub": "REPLACED_BY_OWNER"},
-    ],
-    ids=["no-sub", "unknown-user", "anon-with-owner-sub", "unknown-role"],
-)
-def test_forged_claims_reach_nothing(db_url, scene, claims):
-    claims = {k: (str(scene["owner"]) if v == "REPLACED_BY_OWNER" else v) for k, v in claims.items()}
+def outcome_as(db_url: str, claims: dict, statement: str, summary, params: tuple = ()) -> str:
+    """One statement under forged claims, in its own transaction: its error class, or a summary of what it
+    returned. Each check runs on its own, so a refusal of one never skips the others."""
     with psycopg.connect(db_url, row_factory=dict_row) as conn:
         try:
             with conn.transaction():
                 act_as(conn, claims)
-                answer = conn.execute("select public.benchmark_memory() as r").fetchone()["r"]
-                tile = conn.execute("select * from public.roi_benchmark_tile").fetchall()
-                recalled = conn.execute("select * from public.recall(%s)", (scene["sentinel"],)).fetchall()
-        except (
-            psycopg.errors.InsufficientPrivilege,
-            psycopg.errors.InvalidAuthorizationSpecification,
-            psycopg.errors.InvalidParameterValue,
-        ):
-            return
-    assert answer["status"] == "empty"
-    assert all(row["state"] == "invite" for row in tile)
-    assert recalled == []
+                return summary(conn.execute(statement, params).fetchall())
+        except psycopg.Error as exc:
+            return type(exc).__name__
+
+
+REFUSED_AS_ANON = ("InsufficientPrivilege",) * 3
+UNKNOWN_ROLE = ("InvalidParameterValue",) * 3
+
+
+@pytest.mark.parametrize(
+    ("claims", "expected"),
+    [
+        ({"role": "authenticated"}, ("InvalidAuthorizationSpecification", "no tile", "recalled 0")),
+        ({"role": "authenticated", "sub": str(uuid.uuid4())}, ("empty", "invite", "recalled 0")),
+        ({"role": "anon", "sub": "REPLACED_BY_OWNER"}, REFUSED_AS_ANON),
+        ({"role": "service_role_typo", "sub": "REPLACED_BY_OWNER"}, UNKNOWN_ROLE),
+    ],
+    ids=["no-sub", "unknown-user", "anon-with-owner-sub", "unknown-role"],
+)
+def test_forged_claims_reach_nothing(db_url, scene, claims, expected):
+    claims = {k: (str(scene["owner"]) if v == "REPLACED_BY_OWNER" else v) for k, v in claims.items()}
+    sentinel = scene["sentinel"]
+    answer = outcome_as(db_url, claims, "select public.benchmark_memory() as r", lambda rows: rows[0]["r"]["status"])
+    tile = outcome_as(
+        db_url,
+        claims,
+        "select state from public.roi_benchmark_tile",
+        lambda rows: ",".join(row["state"] for row in rows) or "no tile",
+    )
+    recalled = outcome_as(
+        db_url,
+        claims,
+        "select memory_id from public.recall(%s)",
+        lambda rows: f"recalled {len(rows)}",
+        (sentinel,),
+    )
+    assert (answer, tile, recalled) == expected
+    assert sentinel not in answer + tile + recalled

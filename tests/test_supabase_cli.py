@@ -22,7 +22,12 @@ def advisor_findings(url: str) -> list[dict]:
     result = supabase("db", "advisors", "--db-url", url, "--level", "warn", "-o", "json")
     assert result.returncode == 0, result.stderr
     text = result.stdout.strip()
-    return json.loads(text) if text.startswith("[") else []
+    # An empty report is the one non-JSON answer accepted; anything else is a failure, never "no findings".
+    if not text:
+        return []
+    findings = json.loads(text)
+    assert isinstance(findings, list), text[:2000]
+    return findings
 
 
 def test_every_migration_is_applied(cluster):

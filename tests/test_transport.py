@@ -20,6 +20,7 @@ from tests.conftest import ROOT
 from tests.support import benchmark_user, extractor, knowledge
 from zm_roi import localdb, settings, tokens, transport
 from zm_roi.errors import AuthError, UserError
+from zm_roi.identity import act_as, claims_for
 from zm_roi.transport import LocalTransport, SupabaseTransport
 
 
@@ -80,8 +81,8 @@ def test_a_token_for_a_user_who_does_not_exist_is_refused_before_the_benchmark(c
     local = LocalTransport(cluster.url(), cluster.jwt_secret(), tokens.mint(cluster.jwt_secret(), ghost))
     with pytest.raises(AuthError, match="does not exist"):
         local.benchmark_memory()
-    # Only the lookup ran; no session as the user was opened, so no benchmark ran.
-    assert connections == ["postgres"]
+    # The lookup ran as the (absent) user through authenticator, and the benchmark never ran.
+    assert connections == ["authenticator"]
     with psycopg.connect(cluster.url()) as conn:
         assert conn.execute("select count(*) from roi.runs where owner_id = %s", (ghost,)).fetchone()[0] == 0
 
@@ -99,15 +100,56 @@ def test_the_local_transport_acts_as_the_token_user_through_authenticator(cluste
         started = local.benchmark_memory()
         tile = local.tile()
         runs = local.runs()
+        breakdown = local.breakdown()
         opened = list(connections)
-    # PostgREST's login, never the superuser, carries the user's calls (each preceded by the lookup).
-    assert opened == ["postgres", "authenticator"] * 4
+    # PostgREST's login, never the superuser, carries the user's calls and the lookup before each.
+    assert opened == ["authenticator"] * 5
     assert (before["state"], before["exclusive_rate"], before["trend"]) == ("invite", None, [])
     assert started["status"] == "started" and started["probes"] == 4
     assert tile["state"] == "ready" and tile["latest_run_id"] == started["run_id"]
     assert tile["judged_count"] == 4 and 0 <= tile["exclusive_rate"] <= 1
     assert isinstance(tile["latest_run_at"], str)  # the JSON shapes PostgREST sends, not Python objects
     assert [run["run_id"] for run in runs] == [started["run_id"]], "the other user's run is not visible"
+    assert {row["run_id"] for row in breakdown} == {started["run_id"]}
+    assert sum(row["judged_count"] for row in breakdown if row["dimension"] == "kind") == 4
+
+
+def test_the_local_transport_holds_no_superuser_credentials(cluster, email):
+    # Given a database URL whose superuser password is wrong, everything still works: the transport
+    # only ever logs in as authenticator. Before, the user lookup connected with the superuser URL.
+    wrong_superuser = cluster.url(password="not-the-superuser-password")
+    with (
+        extractor(cluster.url(), "deterministic"),
+        benchmark_user(cluster, email, knowledge(3)) as me,
+        benchmark_user(cluster, "other-" + email, knowledge(2, prefix="Secret ")) as other,
+    ):
+        local = LocalTransport(wrong_superuser, cluster.jwt_secret(), me.token)
+        assert local.benchmark_memory()["status"] == "started"
+        assert local.tile()["state"] == "ready"
+        ghost = LocalTransport(
+            wrong_superuser, cluster.jwt_secret(), tokens.mint(cluster.jwt_secret(), str(uuid.uuid4()))
+        )
+        with pytest.raises(AuthError, match="does not exist"):
+            ghost.tile()
+
+        # What that login can do: not a superuser, cannot become one, reads nothing by itself, and as a
+        # user reads only that user's memories and own auth.users row.
+        with psycopg.connect(local.authenticator_url) as conn:
+            whoami = "select current_user, rolsuper, rolbypassrls from pg_roles where rolname = current_user"
+            assert conn.execute(whoami).fetchone() == ("authenticator", False, False)
+            # It may become anon or authenticated, nothing else: not the superuser, not service_role
+            # (which bypasses RLS), not the worker.
+            for forbidden in ("postgres", "service_role", "roi_worker"):
+                with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():
+                    conn.execute(f"set local role {forbidden}")
+            with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():
+                conn.execute("select count(*) from public.memories")
+            with conn.transaction():
+                act_as(conn, claims_for(me.id))
+                authors = {row[0] for row in conn.execute("select author_id from public.memories")}
+                users = [row[0] for row in conn.execute("select id from auth.users")]
+            assert authors == {me.id} and users == [me.id], "only the user's own rows, never the other's"
+            assert other.id not in authors
 
 
 def test_a_session_token_minted_by_the_cli_is_a_supabase_style_access_token(cluster, email):
@@ -222,16 +264,19 @@ def test_the_supabase_transport_calls_the_rpc_through_postgrest_with_the_users_t
         ("POST", "/rest/v1/rpc/benchmark_memory"): (200, {"status": "started", "run_id": RUN_ID, "probes": 20}),
         ("GET", "/rest/v1/roi_benchmark_tile"): (200, [TILE]),
         ("GET", "/rest/v1/roi_benchmark_runs"): (200, []),
+        ("GET", "/rest/v1/roi_benchmark_breakdown"): (200, []),
     }
     with FakePostgREST(replies) as api:
         supa = SupabaseTransport(api.url, ANON_KEY, token)
         assert supa.benchmark_memory() == {"status": "started", "run_id": RUN_ID, "probes": 20}
         assert supa.tile() == TILE
         assert supa.runs() == []
-    rpc, tile, runs = api.requests
+        assert supa.breakdown() == []
+    rpc, tile, runs, breakdown = api.requests
+    assert (breakdown["method"], breakdown["path"]) == ("GET", "/rest/v1/roi_benchmark_breakdown")
     assert (rpc["method"], rpc["path"]) == ("POST", "/rest/v1/rpc/benchmark_memory")
     assert json.loads(rpc["body"] or "{}") == {}
-    for request in (rpc, tile, runs):
+    for request in (rpc, tile, runs, breakdown):
         assert request["headers"]["apikey"] == ANON_KEY
         assert request["headers"]["authorization"] == f"Bearer {token}"
     assert (tile["method"], tile["path"]) == ("GET", "/rest/v1/roi_benchmark_tile")

@@ -6,6 +6,8 @@ end as skipped probes, never as a failed run."""
 from __future__ import annotations
 
 import json
+import math
+from datetime import timedelta
 
 import psycopg
 import pytest
@@ -132,30 +134,42 @@ def test_malformed_judge_output_is_retried_then_skipped(db_url, worker_url, llm_
     def flaky_row() -> dict:
         rows = fetch(
             db_url,
-            """select j.attempts, j.last_error, extract(epoch from j.run_after - now()) as wait
-               from roi.judgments j join roi.probes p on p.id = j.probe_id
+            """select j.attempts, j.last_error, j.run_after from roi.judgments j join roi.probes p on p.id = j.probe_id
                where j.run_id = %s and p.source_title = %s""",
             (run_id, KNOWLEDGE[1]["title"]),
         )
         return rows[0] if rows else {}
 
+    def database_now():
+        return fetch(db_url, "select clock_timestamp() as t")[0]["t"]
+
+    def assert_backoff(row: dict, before, after, seconds: float) -> None:
+        """The release happened between `before` and `after` (database clock) and set the row's next
+        try e^attempts seconds after it: no wall-clock window, only the two observed instants."""
+        wait = timedelta(seconds=seconds)
+        assert before + wait <= row["run_after"] <= after + wait, (before, row["run_after"], after)
+
     def fast_forward() -> None:
         fetch(db_url, "update roi.judgments set run_after = now() where run_id = %s returning 1", (run_id,))
 
     # Attempt 1: not JSON. The other two are judged; the flaky one waits e¹ seconds.
+    before = database_now()
     assert Worker(worker_url, CONFIG, model).run(once=True) == 3
+    after = database_now()
     row = flaky_row()
     assert row["attempts"] == 1 and "not valid JSON" in row["last_error"]
-    assert 1.5 < row["wait"] <= 2.72
+    assert_backoff(row, before, after, math.exp(1))
     assert Worker(worker_url, CONFIG, model).run(once=True) == 0, "backing off: nothing is claimable yet"
     assert tile(db_url, carol)["state"] == "judging"
 
     # Attempt 2: JSON of the wrong shape ("yes" is not a boolean). The wait grows to e² seconds.
     fast_forward()
+    before = database_now()
     assert Worker(worker_url, CONFIG, model).run(once=True) == 1
+    after = database_now()
     row = flaky_row()
     assert row["attempts"] == 2 and "with_memory" in row["last_error"]
-    assert 6.0 < row["wait"] <= 7.39
+    assert_backoff(row, before, after, math.exp(2))
 
     # Attempt 3, the last: a provider error. The probe is recorded as skipped and the run completes.
     fast_forward()

@@ -112,11 +112,10 @@ def test_set_key_errors_are_one_line(db_url, owners, monkeypatch, capsys):
     assert fetch(db_url, "select 1 from roi.provider_keys where owner_id = %s", (gina,)) == []
 
 
-def test_a_missing_provider_key_is_one_clear_error_at_start(monkeypatch, capsys):
-    for name in ("OPENAI_API_KEY", "ZM_WORKER_DB_URL"):
-        monkeypatch.delenv(name, raising=False)
+def test_a_missing_provider_key_is_one_clear_error_at_start(worker_url, llm_mode, monkeypatch, capsys):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("ZM_WORKER_DB_URL", worker_url)
     monkeypatch.setenv("ZM_JUDGE_MODEL", "gpt-4o-mini")
-    monkeypatch.setenv("ZM_DB_PORT", "9")  # never reached: the key check comes first
     assert main(["worker", "--once"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("zm-roi: missing provider key")

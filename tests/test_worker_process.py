@@ -1,6 +1,6 @@
 """`zm-roi worker` as a real process, against a local OpenAI-compatible endpoint given by the standard
-environment variables (as a self-hosted model would be): killed with SIGKILL mid-judgment it loses
-nothing and doubles nothing once its lease runs out; SIGTERM lets it finish the row in hand.
+environment variables (as a self-hosted model would be): killed with SIGKILL holding eight judgments
+it loses nothing and doubles nothing once the leases run out; SIGTERM lets it finish every row in hand.
 
 The endpoint is a small HTTP server in this test: it reports its own token counts (so the meter is
 seen to record what the provider said) and can hold a judge call open until the test lets it go."""
@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 from tests.conftest import ROOT
@@ -18,11 +19,10 @@ from tests.support import as_user
 from tests.worker_support import (
     GENERATION_MODEL,
     JUDGE_MODEL,
-    KNOWLEDGE,
     ScriptedModel,
-    benchmark,
     default_answer,
     fetch,
+    seed_queued_judgments,
     set_settings,
 )
 from zm_roi.worker import Worker, WorkerConfig
@@ -57,15 +57,6 @@ def start_worker(env: dict, *args: str) -> subprocess.Popen:
     )
 
 
-def run_with_questions(db_url: str, worker_url: str, owner) -> str:
-    """Questions written (in-process, mocked), then a run started: its judgments are queued."""
-    assert benchmark(db_url, owner)["status"] == "generating"
-    Worker(worker_url, CONFIG, ScriptedModel(default_answer)).run(once=True)
-    started = benchmark(db_url, owner)
-    assert started["status"] == "started"
-    return started["run_id"]
-
-
 def leased_rows(db_url: str, run_id: str) -> list[dict]:
     return fetch(
         db_url,
@@ -75,36 +66,78 @@ def leased_rows(db_url: str, run_id: str) -> list[dict]:
     )
 
 
-def test_a_worker_killed_mid_judgment_loses_nothing_and_doubles_nothing(
+IN_HAND = 8  # the default ZM_WORKER_CONCURRENCY: one process holds this many rows at once
+
+
+def verdict_counts(db_url: str, run_id) -> list[int]:
+    rows = fetch(db_url, "select count(*)::int as n from roi.verdicts where run_id = %s group by probe_id", (run_id,))
+    return sorted(r["n"] for r in rows)
+
+
+def judgment_events(db_url: str, run_id) -> list[dict]:
+    return fetch(
+        db_url,
+        """select probe_id, model, input_tokens, output_tokens from public.usage_events
+           where run_id = %s and purpose = 'judgment'""",
+        (run_id,),
+    )
+
+
+class StderrLines:
+    """The worker's log lines as they come, read by a thread, so a test can wait for one."""
+
+    def __init__(self, process: subprocess.Popen):
+        self.lines: list[str] = []
+        self.seen = threading.Condition()
+        self.thread = threading.Thread(target=self._read, args=(process,), daemon=True)
+        self.thread.start()
+
+    def _read(self, process: subprocess.Popen) -> None:
+        for line in process.stderr:
+            with self.seen:
+                self.lines.append(line)
+                self.seen.notify_all()
+
+    def wait_for_line(self, text: str, timeout: float = 60) -> bool:
+        with self.seen:
+            return self.seen.wait_for(lambda: any(text in line for line in self.lines), timeout)
+
+    def text(self) -> str:
+        self.thread.join(30)
+        return "".join(self.lines)
+
+
+def test_a_worker_killed_with_eight_rows_in_hand_loses_none_and_doubles_none(
     db_url, worker_url, llm_mode, owners, fake_openai, reliability
 ):
     set_settings(db_url, lease_duration="15 seconds")
-    owner = owners.create(KNOWLEDGE[:2])
-    run_id = run_with_questions(db_url, worker_url, owner)
+    owner = owners.create([])
+    run_id = seed_queued_judgments(db_url, owner, IN_HAND + 2)
     env = worker_env(worker_url, "OPENAI_API_BASE", fake_openai.url)
 
-    fake_openai.hold_next_judgment()
+    fake_openai.hold_next_judgment(IN_HAND)
     victim = start_worker(env)
     try:
-        assert fake_openai.held.wait(120), "the worker never asked the endpoint"
-        [held] = leased_rows(db_url, run_id)
-        assert held["attempts"] == 1 and held["leased"]
+        assert fake_openai.wait_until_held(IN_HAND), "the worker never had eight calls in flight"
+        held = leased_rows(db_url, run_id)
+        assert len(held) == IN_HAND and all(r["attempts"] == 1 and r["leased"] for r in held)
         victim.send_signal(signal.SIGKILL)
         victim.wait(10)
     finally:
         victim.kill()
         victim.communicate()
     assert victim.returncode == -signal.SIGKILL
+    held_ids = {r["probe_id"] for r in held}
 
-    # While the dead worker's lease runs, another worker leaves that row alone and judges the other.
-    assert leased_rows(db_url, run_id)[0]["leased"], "the lease must still run for this step to mean anything"
-    assert Worker(worker_url, CONFIG, ScriptedModel(default_answer)).run(once=True) == 1
-    assert [(r["probe_id"], r["attempts"]) for r in leased_rows(db_url, run_id)] == [(held["probe_id"], 1)]
+    # While the dead worker's leases run, another worker leaves those rows alone and judges the rest.
+    assert all(r["leased"] for r in leased_rows(db_url, run_id)), "the leases must still run for this to mean anything"
+    assert Worker(worker_url, CONFIG, ScriptedModel(default_answer)).run(once=True) == 2
+    assert {(r["probe_id"], r["attempts"]) for r in leased_rows(db_url, run_id)} == {(p, 1) for p in held_ids}
 
-    # Once the lease has run out, a fresh worker process finishes it, through the same endpoint.
-    deadline = time.monotonic() + 30
-    while leased_rows(db_url, run_id)[0]["leased"]:
-        assert time.monotonic() < deadline
+    # Once the leases have run out, a fresh worker process finishes them, through the same endpoint.
+    deadline = time.monotonic() + 60
+    while any(r["leased"] for r in leased_rows(db_url, run_id)):
+        assert time.monotonic() < deadline, "the leases never ran out"
         time.sleep(0.2)
     finisher = subprocess.run(
         [sys.executable, "-m", "zm_roi.cli", "worker", "--once"],
@@ -116,46 +149,53 @@ def test_a_worker_killed_mid_judgment_loses_nothing_and_doubles_nothing(
     )
     assert finisher.returncode == 0, finisher.stderr
     rows = [line for line in finisher.stderr.splitlines() if " judgment run=" in line]
-    assert len(rows) == 1, finisher.stderr
-    assert f"probe={held['probe_id']}" in rows[0] and "attempt=2: verdict recorded" in rows[0]
+    assert len(rows) == IN_HAND, finisher.stderr
+    assert all("attempt=2: verdict recorded" in row for row in rows), finisher.stderr
+    assert {row.split("probe=")[1].split()[0] for row in rows} == {str(p) for p in held_ids}
 
-    verdicts = fetch(
-        db_url, "select probe_id, count(*)::int as n from roi.verdicts where run_id = %s group by 1", (run_id,)
+    counts = verdict_counts(db_url, run_id)
+    queued = IN_HAND + 2
+    # Measured before any assert on it: a probe without a verdict is lost, a second verdict a duplicate.
+    reliability.record(
+        "crashes",
+        "worker killed with SIGKILL holding eight judgments",
+        tried=queued,
+        lost=(queued - len(counts)) + sum(c - 1 for c in counts),
     )
-    assert len(verdicts) == 2 and {v["n"] for v in verdicts} == {1}, "one verdict per probe, none twice"
+    assert counts == [1] * (IN_HAND + 2), "one verdict per probe, none twice"
     assert as_user(db_url, owner, "select status from public.roi_benchmark_runs")[0]["status"] == "complete"
-    reliability.record("crashes", "worker killed with SIGKILL mid-judgment", tried=len(verdicts), lost=0)
 
-    # The endpoint's own token counts were recorded for the call it answered; the killed call never
-    # came back, so it had nothing to report.
-    [event] = fetch(
-        db_url,
-        "select model, input_tokens, output_tokens from public.usage_events "
-        "where probe_id = %s and purpose = 'judgment'",
-        (held["probe_id"],),
-    )
-    assert event == {"model": JUDGE_MODEL, "input_tokens": 123, "output_tokens": 45}
+    # Each call that came back was metered once, with the endpoint's own token counts; the eight
+    # killed calls never came back, so they had nothing to report.
+    events = judgment_events(db_url, run_id)
+    assert len(events) == IN_HAND + 2 and len({e["probe_id"] for e in events}) == IN_HAND + 2
+    endpoint_events = [e for e in events if e["probe_id"] in held_ids]
+    assert {(e["model"], e["input_tokens"], e["output_tokens"]) for e in endpoint_events} == {(JUDGE_MODEL, 123, 45)}
     judged = [r for r in fake_openai.requests if r["model"] == "zm-test-judge"]
-    assert len(judged) == 2 and judged[0]["path"].endswith("/chat/completions")
+    assert len(judged) == 2 * IN_HAND and judged[0]["path"].endswith("/chat/completions")
     assert {r["auth"] for r in judged} == {"Bearer sk-local-endpoint"}
 
 
-def test_sigterm_finishes_the_row_in_hand_then_exits(db_url, worker_url, llm_mode, owners, fake_openai):
-    owner = owners.create(KNOWLEDGE[:1])
-    run_id = run_with_questions(db_url, worker_url, owner)
-    fake_openai.hold_next_judgment()
+def test_sigterm_with_eight_rows_in_hand_finishes_them_then_exits(db_url, worker_url, llm_mode, owners, fake_openai):
+    owner = owners.create([])
+    run_id = seed_queued_judgments(db_url, owner, IN_HAND)
+    fake_openai.hold_next_judgment(IN_HAND)
     worker = start_worker(worker_env(worker_url, "OPENAI_BASE_URL", fake_openai.url))
+    log = StderrLines(worker)
     try:
-        assert fake_openai.held.wait(120), "the worker never asked the endpoint"
+        assert fake_openai.wait_until_held(IN_HAND), "the worker never had eight calls in flight"
         worker.send_signal(signal.SIGTERM)
-        time.sleep(0.5)
-        assert worker.poll() is None, "it waits for the model's answer to the row in hand"
+        assert log.wait_for_line("stopping after the rows in hand"), log.text()
+        assert worker.poll() is None, "it waits for the model's answers to the rows in hand"
+        assert len(leased_rows(db_url, run_id)) == IN_HAND
         fake_openai.let_go.set()
-        _, stderr = worker.communicate(timeout=60)
+        assert worker.wait(60) == 0, log.text()
     finally:
         worker.kill()
-    assert worker.returncode == 0, stderr
-    assert "stopping after the row in hand" in stderr
-    assert "attempt=1: verdict recorded" in stderr
+    stderr = log.text()
+    assert stderr.count("attempt=1: verdict recorded") == IN_HAND, stderr
+    assert f"{IN_HAND} rows handled: {IN_HAND} succeeded, 0 failed" in stderr
     assert leased_rows(db_url, run_id) == []
+    assert verdict_counts(db_url, run_id) == [1] * IN_HAND
+    assert len(judgment_events(db_url, run_id)) == IN_HAND
     assert as_user(db_url, owner, "select status from public.roi_benchmark_runs")[0]["status"] == "complete"

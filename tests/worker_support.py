@@ -16,7 +16,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from tests.support import as_user, benchmark  # noqa: F401 - re-exported for the worker suites
+from tests.support import as_user, benchmark, remove_users  # noqa: F401 - as_user, benchmark re-exported for the worker suites
 from zm_roi import localdb
 from zm_roi.importer import MemoryLine, Target, insert_memories
 from zm_roi.llm import litellm
@@ -122,8 +122,7 @@ class Owners:
             insert_memories(conn, lines, Target(self.email(owner)))
 
     def delete_all(self) -> None:
-        with psycopg.connect(self.db_url) as conn:
-            conn.execute("delete from auth.users where id = any(%s)", (self.ids,))
+        remove_users(self.db_url, self.ids)
 
 
 @pytest.fixture
@@ -201,17 +200,26 @@ class FakeOpenAI(ThreadingHTTPServer):
         self.held = threading.Event()
         self.let_go = threading.Event()
         self.requests: list[dict] = []
+        self.holding = threading.Condition(self.lock)
+        self.held_calls = 0
 
-    def hold_next_judgment(self) -> None:
+    def hold_next_judgment(self, count: int = 1) -> None:
         with self.lock:
-            self.to_hold += 1
+            self.to_hold += count
 
     def take_hold(self) -> bool:
         with self.lock:
             if self.to_hold == 0:
                 return False
             self.to_hold -= 1
+            self.held_calls += 1
+            self.holding.notify_all()
             return True
+
+    def wait_until_held(self, count: int, timeout: float = 120) -> bool:
+        """True once `count` judge calls are being held open (each a row in some worker's hand)."""
+        with self.lock:
+            return self.holding.wait_for(lambda: self.held_calls >= count, timeout)
 
 
 class _Handler(BaseHTTPRequestHandler):

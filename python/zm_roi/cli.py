@@ -3,25 +3,43 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 import psycopg
 
 from zm_roi import localdb, settings
-from zm_roi.errors import UserError
+from zm_roi.errors import UserError, database_errors
 
 DASHBOARD_PORT = 8787
+CONNECT_TIMEOUT = 10
 
 
 def embedded_cluster(config: settings.Settings) -> localdb.Cluster:
+    """The cluster in ZM_DB_HOME: at the port its postmaster really listens on when it runs, else ZM_DB_PORT."""
     home = config.db_home or localdb.project_root() / ".zm" / "db"
-    return localdb.Cluster(home=home, port=config.db_port)
+    cluster = localdb.Cluster(home=home, port=config.db_port)
+    running = cluster.running_port()
+    if running is not None:
+        cluster.port = running
+    return cluster
 
 
 def database_url(config: settings.Settings) -> str:
-    """ZM_DB_URL when set, otherwise the embedded cluster's superuser URL."""
-    return config.db_url or embedded_cluster(config).url()
+    """ZM_DB_URL when set, otherwise the embedded cluster's superuser URL (if it runs: whatever else
+    listens on ZM_DB_PORT is not ours to write to)."""
+    return config.db_url or running_cluster(config).url()
+
+
+def running_cluster(config: settings.Settings) -> localdb.Cluster:
+    """The embedded cluster, refused with what to run when it is absent or stopped."""
+    cluster = embedded_cluster(config)
+    if not cluster.exists():
+        raise UserError(f"there is no embedded database in {cluster.home} yet: run `zm-roi db up`")
+    if cluster.running_port() is None:
+        raise UserError(f"the embedded database in {cluster.home} is not running: run `zm-roi db up`")
+    return cluster
 
 
 def db_up(config: settings.Settings, quiet: bool = False) -> localdb.Cluster:
@@ -29,17 +47,30 @@ def db_up(config: settings.Settings, quiet: bool = False) -> localdb.Cluster:
     say = (lambda *_: None) if quiet else (lambda text: print(text, flush=True))
     cluster = embedded_cluster(config)
     root = localdb.project_root()
-    if not cluster.exists():
+    created = not cluster.exists()
+    if created:
         say(f"creating the embedded database in {cluster.home}")
         cluster.create()
+    settings_changed = not created and cluster.update_settings()
     if not cluster.is_running():
         say(f"starting PostgreSQL 15 on 127.0.0.1:{cluster.port}")
         cluster.start()
+    else:
+        stale = cluster.stale_server()
+        if stale:
+            say(f"restarting PostgreSQL: it runs {stale[0]} but {stale[1]} is installed (the data is kept)")
+            cluster.restart()
+        elif settings_changed:
+            say("restarting PostgreSQL to apply the new server settings (the data is kept)")
+            cluster.restart()
     say("applying the compatibility layer and migrations (supabase db push)")
+    fresh = not localdb.has_benchmark_schema(cluster.url())
     localdb.prepare_database(cluster, root)
-    extractor = config.extractor if config.extractor_explicit else "deterministic"
-    localdb.set_extractor(cluster.url(), extractor)
-    say(f"ready: {cluster.url()} (extractor: {extractor})")
+    # The mode is the user's: set on a new database (deterministic unless ZM_EXTRACTOR says otherwise)
+    # or when ZM_EXTRACTOR is given; otherwise whatever `zm-roi configure` last wrote stays.
+    if fresh or config.extractor_explicit:
+        localdb.set_extractor(cluster.url(), config.extractor if config.extractor_explicit else "deterministic")
+    say(f"ready: {cluster.url()} (extractor: {localdb.get_extractor(cluster.url())})")
     return cluster
 
 
@@ -54,13 +85,15 @@ def cmd_db(args: argparse.Namespace, config: settings.Settings) -> None:
     if args.action == "up":
         db_up(config)
     elif args.action == "down":
+        if not cluster.is_running():
+            print(f"not running: {cluster.home}")
+            return
         cluster.stop()
-        print("stopped")
+        print(f"stopped the embedded database on 127.0.0.1:{cluster.port}")
     elif args.action == "url":
         print(cluster.url())
     elif args.action == "status":
-        state = "running" if cluster.is_running() else "created, stopped" if cluster.exists() else "absent"
-        print(f"{state}: {cluster.home} on 127.0.0.1:{cluster.port}")
+        db_status(cluster)
     elif args.action == "reset":
         if not args.yes and not confirm(f"delete every memory and result in {cluster.home}?"):
             raise UserError("reset cancelled (pass --yes to skip the question)")
@@ -69,25 +102,78 @@ def cmd_db(args: argparse.Namespace, config: settings.Settings) -> None:
         db_up(config)
 
 
+def db_status(cluster: localdb.Cluster) -> None:
+    """Where the cluster is, what it runs, and how the last scheduled upkeep went."""
+    if not cluster.is_running():
+        state = "created, stopped" if cluster.exists() else "absent"
+        print(f"{state}: {cluster.home}")
+        return
+    version = cluster.server_version()
+    print(f"running: {cluster.home} on 127.0.0.1:{cluster.port} (PostgreSQL {version})")
+    installed = localdb.installed_version()
+    if installed != version:
+        print(f"stale: PostgreSQL {installed} is installed since it started; run `zm-roi db up` to restart it")
+    print(f"upkeep: {localdb.upkeep_report(cluster.url())}")
+
+
 def cmd_configure(args: argparse.Namespace, config: settings.Settings) -> None:
-    extractor = args.extractor or config.extractor
-    localdb.set_extractor(database_url(config), extractor)
-    print(f"extractor: {extractor}")
+    """With --extractor or --recall-function, write that; bare, print the current settings and change nothing."""
+    url = database_url(config)
+    if args.recall_function:
+        print(f"recall function: {localdb.set_recall_function(url, args.recall_function)}")
+    if args.extractor:
+        localdb.set_extractor(url, args.extractor)
+    if args.extractor or not args.recall_function:
+        print(f"extractor: {localdb.get_extractor(url)}")
 
 
 def cmd_import(args: argparse.Namespace, config: settings.Settings) -> None:
     from zm_roi.importer import Target, import_memories
 
-    target = Target(email=args.user, project=args.project, team=args.team)
-    count = import_memories(database_url(config), Path(args.file), target)
+    target = Target(email=args.user, project=args.project, team=args.team, join=args.join)
+    result = import_memories(database_url(config), Path(args.file), target)
+    for note in result.notes:
+        print(note)
     where = f"project {args.project}" if args.project else f"team {args.team}" if args.team else "personal layer"
-    print(f"imported {count} memories for {args.user} into {where}")
+    already = "memory was" if result.skipped == 1 else "memories were"
+    skipped = f" ({result.skipped} identical {already} already there: skipped)" if result.skipped else ""
+    print(f"imported {result.imported} memories for {args.user.strip().lower()} into {where}{skipped}")
 
 
 def cmd_recall(args: argparse.Namespace, config: settings.Settings) -> None:
-    from zm_roi.recall import print_recall
+    from zm_roi.recall import MAX_QUESTION, print_recall
 
-    print_recall(database_url(config), args.question, args.user, args.project, args.limit)
+    if len(args.question) > MAX_QUESTION:
+        raise UserError(f"the question has {len(args.question):,} characters; ask in at most {MAX_QUESTION:,}")
+    if not args.question.strip():
+        raise UserError("the question is empty: ask something")
+    if args.json:
+        import json
+
+        from zm_roi.recall import recall_hits
+
+        hits = recall_hits(database_url(config), args.question, args.user, args.project, args.limit)
+        print(json.dumps(hits, indent=2, ensure_ascii=False))
+    else:
+        print_recall(database_url(config), args.question, args.user, args.project, args.limit)
+
+
+def embedder_database_url(config: settings.Settings) -> str:
+    """ZM_EMBEDDER_DB_URL when set; else ZM_DB_URL; else the embedded cluster as roi_embedder."""
+    if config.embedder_db_url or config.db_url:
+        return config.embedder_db_url or config.db_url
+    return embedded_cluster(config).url(user="roi_embedder", password=localdb.EMBEDDER_PASSWORD)
+
+
+def cmd_embed(args: argparse.Namespace, config: settings.Settings) -> None:
+    from zm_roi import embeddings
+    from zm_roi.backfill import backfill
+
+    model = embeddings.configured_model()
+    if model is None:
+        raise UserError("embeddings are off (ZM_EMBEDDING_MODEL=none): nothing to embed")
+    done = backfill(embedder_database_url(config), model)
+    print(f"embedded {done.memories} memories and {done.questions} probe questions with {model}")
 
 
 def worker_database_url(config: settings.Settings) -> str:
@@ -109,8 +195,13 @@ def cmd_worker(args: argparse.Namespace, config: settings.Settings) -> None:
         key_encryption_key=config.key_encryption_key,
         poll_seconds=config.worker_poll_seconds,
         timeout_seconds=config.model_timeout_seconds,
+        concurrency=config.worker_concurrency,
     )
-    run_worker(worker_database_url(config), worker_config, once=args.once)
+    worker = run_worker(worker_database_url(config), worker_config, once=args.once)
+    if worker.failed and not worker.succeeded:
+        raise UserError(
+            f"every row failed ({worker.failed} of {worker.handled}; they will be retried): see the reasons above"
+        )
 
 
 def cmd_set_key(args: argparse.Namespace, config: settings.Settings) -> None:
@@ -128,9 +219,11 @@ def cmd_demo(args: argparse.Namespace, config: settings.Settings) -> None:
 
 
 def make_transport(config: settings.Settings):
-    """The transport settings select: Supabase, ZM_DB_URL or the embedded database."""
+    """The transport settings select: Supabase, ZM_DB_URL or the embedded database (which must run)."""
     from zm_roi import transport
 
+    if not (config.db_url or config.supabase_url or config.supabase_anon_key):
+        running_cluster(config)
     return transport.from_settings(config, embedded_cluster(config))
 
 
@@ -138,10 +231,10 @@ def cmd_token(args: argparse.Namespace, config: settings.Settings) -> None:
     from zm_roi import tokens, transport
     from zm_roi.queries import query
 
-    if args.ttl <= 0:
-        raise UserError("--ttl must be a positive number of seconds")
+    if not config.db_url:
+        running_cluster(config)
     db_url, jwt_secret = transport.local_database(config, embedded_cluster(config))
-    with psycopg.connect(db_url) as conn:
+    with psycopg.connect(db_url, connect_timeout=10) as conn:
         row = conn.execute(query("user_id_by_email"), {"email": args.user}).fetchone()
     if row is None:
         raise UserError(f"no user {args.user}: import memories for them first")
@@ -161,10 +254,27 @@ def cmd_dashboard(args: argparse.Namespace, config: settings.Settings) -> None:
 
     if args.out:
         path = Path(args.out)
+        if not path.parent.is_dir():
+            raise UserError(f"cannot write {path}: the folder {path.parent} does not exist")
         path.write_text(dashboard.render(make_transport(config)), encoding="utf-8")
         print(f"wrote {path}")
     else:
         dashboard.serve(lambda: make_transport(settings.load()), args.serve)
+
+
+def bounded_int(low: int, high: int, what: str):
+    """An argparse type: an integer in [low, high], refused with a message that gives the range."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{what} from {low:,} to {high:,}, not {text!r}")
+        return value
+
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -176,8 +286,15 @@ def build_parser() -> argparse.ArgumentParser:
     db.add_argument("--yes", action="store_true", help="reset without asking")
     db.set_defaults(func=cmd_db)
 
-    configure = sub.add_parser("configure", help="write settings (ZM_EXTRACTOR) into the database")
-    configure.add_argument("--extractor", choices=list(settings.EXTRACTORS), help="default: $ZM_EXTRACTOR")
+    configure = sub.add_parser("configure", help="write settings (extractor, recall function) into the database")
+    configure.add_argument(
+        "--extractor", choices=list(settings.EXTRACTORS), help="write this mode (without it: print the settings)"
+    )
+    configure.add_argument(
+        "--recall-function",
+        metavar="SCHEMA.NAME",
+        help="the recall the benchmark calls (default public.recall); same signature, SECURITY INVOKER",
+    )
     configure.set_defaults(func=cmd_configure)
 
     imp = sub.add_parser("import", help="load memories from a JSONL file for one user")
@@ -186,18 +303,35 @@ def build_parser() -> argparse.ArgumentParser:
     where = imp.add_mutually_exclusive_group()
     where.add_argument("--project", metavar="NAME")
     where.add_argument("--team", metavar="NAME")
+    imp.add_argument(
+        "--join",
+        action="store_true",
+        help="make the user a member of the existing project or team (they then see its memories)",
+    )
     imp.set_defaults(func=cmd_import)
 
     recall = sub.add_parser("recall", help="recall memories for a question as a user would")
     recall.add_argument("question")
     recall.add_argument("--user", required=True, metavar="EMAIL")
     recall.add_argument("--project", metavar="NAME")
-    recall.add_argument("--limit", type=int, default=5)
+    recall.add_argument(
+        "--limit", type=bounded_int(1, 100, "a number of memories"), default=5, help="1 to 100 (default: 5)"
+    )
+    recall.add_argument("--json", action="store_true", help="print the hits as a JSON array")
     recall.set_defaults(func=cmd_recall)
+
+    embed = sub.add_parser("embed", help="embed memories and probe questions that have no embedding yet")
+    embed.set_defaults(func=cmd_embed)
 
     token = sub.add_parser("token", help="mint a local access token for a user of the embedded database")
     token.add_argument("--user", required=True, metavar="EMAIL")
-    token.add_argument("--ttl", type=int, default=3600, metavar="SECONDS", help="lifetime (default: 3600)")
+    token.add_argument(
+        "--ttl",
+        type=bounded_int(1, 366 * 24 * 3600, "a lifetime in seconds"),
+        default=3600,
+        metavar="SECONDS",
+        help="lifetime (default: 3600, at most a year)",
+    )
     token.set_defaults(func=cmd_token)
 
     mcp = sub.add_parser("mcp", help="the MCP server (stdio) exposing benchmark_memory, as ZM_ACCESS_TOKEN's user")
@@ -209,7 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     where_to.add_argument(
         "--serve",
         nargs="?",
-        type=int,
+        type=bounded_int(0, 65535, "a port"),
         const=DASHBOARD_PORT,
         metavar="PORT",
         help=f"serve it on 127.0.0.1 (default port {DASHBOARD_PORT})",
@@ -232,15 +366,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # Every connection this process (and the tools it starts) opens gives up instead of hanging on a
+    # peer that accepts and never answers; libpq and psycopg both read it. The user's own value wins.
+    os.environ.setdefault("PGCONNECT_TIMEOUT", str(CONNECT_TIMEOUT))
     try:
         config = settings.load()
-        args.func(args, config)
+        with database_errors():
+            args.func(args, config)
     except UserError as exc:
         print(f"zm-roi: {exc}", file=sys.stderr)
         return 2
-    except psycopg.OperationalError as exc:
-        reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else "connection failed"
-        print(f"zm-roi: cannot reach the database ({reason}); is it up? try `zm-roi db up`", file=sys.stderr)
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"zm-roi: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("zm-roi: interrupted", file=sys.stderr)

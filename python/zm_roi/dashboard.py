@@ -1,6 +1,6 @@
 """`zm-roi dashboard`: the "Only memory knows" tile as a self-contained HTML page.
 
-The page is rendered from the two public views, read through the transport as the user named by the
+The page is rendered from the public views (tile, runs, breakdown), read through the transport as the user named by the
 access token, so it can only ever show that user's aggregates. No external assets: styles and the
 sparkline are inline, and the page's content security policy forbids loading anything else.
 """
@@ -15,7 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import jinja2
 
-from zm_roi.errors import UserError
+from zm_roi import diagnostics
+from zm_roi.errors import UserError, database_errors
 from zm_roi.transport import Transport
 
 RECENT_RUNS = 10
@@ -68,11 +69,27 @@ def sparkline(trend: list) -> dict | None:
     }
 
 
-def view_model(tile: dict | None, runs: list[dict]) -> dict:
+def explained(run: dict | None, breakdown: list[dict]) -> dict | None:
+    """The diagnostics of the scored run, worded (see zm_roi.diagnostics), for the card under the tile."""
+    if run is None:
+        return None
+    return {
+        "started": when(run["started_at"], "%-d %b, %H:%M UTC"),
+        "retrieval": diagnostics.retrieval_line(run),
+        "agreement": diagnostics.agreement_line(run),
+        "paired": diagnostics.paired_line(run),
+        "cost": diagnostics.cost_line(run),
+        "closed_book": diagnostics.closed_book_line(run),
+        "groups": diagnostics.breakdown_groups(breakdown, run["run_id"]),
+    }
+
+
+def view_model(tile: dict | None, runs: list[dict], breakdown: list[dict] | None = None) -> dict:
     """Everything the template shows, already formatted; no logic left for the template but layout."""
     tile = tile or {"state": "invite", "hint": ""}
     latest = runs[0] if runs else None
     rate = pct(tile.get("exclusive_rate"))
+    scored = diagnostics.scored_run(runs) if rate is not None else None
     return {
         "state": tile["state"],
         "has_score": rate is not None,
@@ -80,6 +97,7 @@ def view_model(tile: dict | None, runs: list[dict]) -> dict:
         "low": pct(tile.get("exclusive_rate_low")),
         "high": pct(tile.get("exclusive_rate_high")),
         "hint": tile.get("hint") or "",
+        "caveat": tile.get("caveat"),
         "exclusive_count": tile.get("exclusive_count"),
         "judged_count": tile.get("judged_count"),
         "judging": tile["state"] == "judging",
@@ -96,17 +114,22 @@ def view_model(tile: dict | None, runs: list[dict]) -> dict:
                 "skipped": run["skipped_count"],
                 "exclusive": run["exclusive_count"],
                 "rate": pct(run.get("exclusive_rate")),
+                # Which recall produced the run (function name; the embedding model in the tooltip).
+                "recall": (run.get("recall_function") or "").split("(")[0] or None,
+                "embedding_model": run.get("embedding_model") or "no embeddings: lexical only",
             }
             for run in runs[:RECENT_RUNS]
         ],
         "more_runs": max(0, len(runs) - RECENT_RUNS),
+        "diagnostics": explained(scored, breakdown or []),
         "rendered_at": datetime.now(UTC).strftime("%-d %b %Y, %H:%M UTC"),
     }
 
 
 def render(transport: Transport) -> str:
     """The page for the transport's user."""
-    return _environment().get_template("dashboard.html.j2").render(**view_model(transport.tile(), transport.runs()))
+    page = view_model(transport.tile(), transport.runs(), transport.breakdown())
+    return _environment().get_template("dashboard.html.j2").render(**page)
 
 
 def render_error(message: str) -> str:
@@ -122,7 +145,8 @@ def http_server(make_transport: Callable[[], Transport], port: int) -> Threading
                 self._send(HTTPStatus.NOT_FOUND, render_error("There is nothing here: the tile is at /."))
                 return
             try:
-                page = render(make_transport())
+                with database_errors():
+                    page = render(make_transport())
             except UserError as exc:
                 self._send(HTTPStatus.SERVICE_UNAVAILABLE, render_error(str(exc)))
                 return

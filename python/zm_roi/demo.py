@@ -19,19 +19,27 @@ from pathlib import Path
 
 import psycopg
 
-from zm_roi import dashboard, localdb, tokens
+from zm_roi import dashboard, embeddings, localdb, tokens
+from zm_roi.backfill import backfill
 from zm_roi.errors import UserError
 from zm_roi.importer import MemoryLine, Target, insert_memories
 from zm_roi.queries import query
-from zm_roi.recall import print_recall
+from zm_roi.recall import print_recall, recall_as
 from zm_roi.settings import Settings
 from zm_roi.transport import LocalTransport
 
 CORPUS = Path(__file__).parent / "data" / "demo_corpus.jsonl"
+# Paraphrased questions about checkout-api memories (our own writing): what an LLM-written probe looks
+# like, and where a lexical recall falls short.
+PARAPHRASES = Path(__file__).parent / "data" / "demo_paraphrases.jsonl"
+LEXICAL = "public.recall_lexical"
+HYBRID = "public.recall"
 TEAM = "harbor"
 DEMO_USER = "maya@harbor.example"
+# Step 6 runs as leo, so that maya's tile and trend stay the demo's own runs.
+COMPARISON_USER = "leo@harbor.example"
 SAMPLE_QUESTION = "Which Stripe API version do we pin in checkout-api, and why?"
-STEPS = 6
+STEPS = 7
 
 
 def step(number: int, text: str) -> None:
@@ -48,7 +56,7 @@ def load_demo_team(db_url: str) -> int:
             row = json.loads(line)
             groups[(row["author"], row["project"], row["team"])].append(MemoryLine.model_validate(row))
         imported = sum(
-            insert_memories(conn, memories, Target(author, project=project, team=team))
+            insert_memories(conn, memories, Target(author, project=project, team=team, join=True))
             for (author, project, team), memories in groups.items()
         )
         team_id = conn.execute(query("ensure_team"), {"name": TEAM}).fetchone()[0]
@@ -80,7 +88,12 @@ def ask_agent_tool(token: str) -> dict:
 
 def drain_worker() -> None:
     """LLM mode only: let the worker write questions and verdicts for what is queued."""
-    subprocess.run([sys.executable, "-m", "zm_roi.cli", "worker", "--once"], check=True)
+    done = subprocess.run([sys.executable, "-m", "zm_roi.cli", "worker", "--once"])
+    if done.returncode != 0:
+        raise UserError(
+            "the worker could not do LLM mode's work (its reason is above): fix that and run the demo again, "
+            "or use the offline mode: `zm-roi configure --extractor deterministic`"
+        )
 
 
 def benchmark_until_started(token: str, llm: bool, attempts: int = 5) -> dict:
@@ -107,17 +120,79 @@ def wait_for_verdicts(transport: LocalTransport, llm: bool, timeout: float = 120
 
 
 def describe_tile(tile: dict) -> list[str]:
+    """The tile as public.roi_benchmark_tile words it: state, hint and (deterministic mode) its caveat."""
     if tile.get("exclusive_rate") is None:
         return [f"  state: {tile['state']}", f"  {tile['hint']}"]
     rate = round(float(tile["exclusive_rate"]) * 100)
     low, high = (round(float(tile[key]) * 100) for key in ("exclusive_rate_low", "exclusive_rate_high"))
     trend = ", ".join(f"{round(float(r) * 100)}%" for r in tile["trend"])
-    return [
+    lines = [
         "  Only memory knows",
         f"  exclusive rate: {rate}%  (95% interval {low}–{high}%)",
         f"  {tile['hint']}",
         f"  trend of completed runs: {trend}",
     ]
+    if tile.get("caveat"):
+        lines.append(f"  ({tile['caveat']})")
+    return lines
+
+
+def paraphrase_hits(db_url: str) -> int:
+    """How many of the paraphrased questions find their memory in the top 3, with the configured recall."""
+    lines = [json.loads(line) for line in PARAPHRASES.read_text(encoding="utf-8").splitlines()]
+    return sum(
+        any(row[3] == line["title"] for row in recall_as(db_url, line["question"], DEMO_USER, "checkout-api", 3))
+        for line in lines
+    )
+
+
+def comparison_token(cluster: localdb.Cluster, db_url: str) -> str:
+    with psycopg.connect(db_url) as conn:
+        user_id = conn.execute(query("user_id_by_email"), {"email": COMPARISON_USER}).fetchone()[0]
+    return tokens.mint(cluster.jwt_secret(), user_id, COMPARISON_USER, ttl=900)
+
+
+def compare_recalls(cluster: localdb.Cluster, db_url: str, llm: bool) -> None:
+    """One run through the lexical recall, then the probe questions are embedded (`zm-roi embed`, as
+    roi_embedder) and one run goes through the hybrid; then paraphrased questions through both. (LLM
+    mode compares the paraphrases only: its runs wait for the worker's verdicts.)"""
+    transport = LocalTransport(db_url, cluster.jwt_secret(), comparison_token(cluster, db_url))
+    if llm:
+        found = {}
+        try:
+            localdb.set_recall_function(db_url, LEXICAL)
+            found[LEXICAL] = paraphrase_hits(db_url)
+        finally:
+            localdb.set_recall_function(db_url, HYBRID)
+        found[HYBRID] = paraphrase_hits(db_url)
+        total = sum(1 for _ in PARAPHRASES.read_text(encoding="utf-8").splitlines())
+        for name, hits in found.items():
+            print(f"      {name:<22} paraphrases in top 3: {hits} of {total}")
+        return
+    model = embeddings.configured_model()
+    found = {}
+    try:
+        localdb.set_recall_function(db_url, LEXICAL)
+        transport.benchmark_memory()
+        found[LEXICAL] = paraphrase_hits(db_url)
+        if model is not None:
+            embedder = cluster.url(user="roi_embedder", password=localdb.EMBEDDER_PASSWORD)
+            backfill(embedder, model)
+    finally:
+        localdb.set_recall_function(db_url, HYBRID)
+    transport.benchmark_memory()
+    found[HYBRID] = paraphrase_hits(db_url)
+    runs = transport.runs()[:2]
+    total = sum(1 for _ in PARAPHRASES.read_text(encoding="utf-8").splitlines())
+    print("      recall                 questions embedded by               found by recall   paraphrases in top 3")
+    for run in reversed(runs):
+        name = run["recall_function"].split("(")[0]
+        print(
+            f"      {name:<22} {run['embedding_model'] or '(none: lexical only)':<35} "
+            f"{run['with_memory_count']:>2} of {run['judged_count']:<11} {found[name]} of {total}"
+        )
+    print("      (templated questions quote the title, so both recalls find them; paraphrases, as an LLM writes")
+    print("       them, are where the hybrid earns its place. Compare runs in the dashboard's trend.)")
 
 
 def run_demo(config: Settings, db_up) -> Path:
@@ -146,11 +221,11 @@ def run_demo(config: Settings, db_up) -> Path:
     transport = LocalTransport(db_url, cluster.jwt_secret(), token)
     tile = wait_for_verdicts(transport, llm)
     print("\n".join(describe_tile(tile)))
-    if not llm:
-        print("  (deterministic mode: a strict retrieval check that never credits a bare agent, so the rate is an")
-        print("   upper bound; set ZM_EXTRACTOR=llm and a model for judged verdicts)")
 
-    step(6, "rendering the dashboard")
+    step(6, f"a recall change, measured: the lexical recall against the bundled hybrid ({COMPARISON_USER})")
+    compare_recalls(cluster, db_url, llm)
+
+    step(7, "rendering the dashboard")
     page = cluster.home.parent / "dashboard.html"
     page.write_text(dashboard.render(transport), encoding="utf-8")
     print(f"      open {page}")

@@ -1,4 +1,15 @@
-"""Errors a user can act on: the CLI prints them as one line, never as a traceback."""
+"""Errors a user can act on: the CLI prints them as one line, never as a traceback.
+
+`database_error()` is the one place that says what a database error means; the CLI, the MCP server,
+the dashboard and the local transport all go through it (`with database_errors(): …`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
 
 
 class UserError(Exception):
@@ -10,3 +21,56 @@ class AuthError(UserError):
 
     Raised before any SQL runs, so a bad token never reaches the database as anything but a refusal.
     """
+
+
+RESTART = "restart it: `zm-roi db up` for the embedded database (the data is kept), or restart your PostgreSQL service"
+MIGRATE = "apply the migrations: `zm-roi db up` for the embedded database, `supabase db push` for a project"
+
+
+def database_error(exc: psycopg.Error) -> UserError:
+    """What a database error means, as a UserError whose one line says what to do about it."""
+    diag = getattr(exc, "diag", None)
+    message = (diag.message_primary if diag and diag.message_primary else "") or _last_line(exc)
+    state = exc.sqlstate or ""
+    if "could not load library" in message:
+        # apt upgraded PostgreSQL under a running server: its old binary cannot load the new libraries.
+        return UserError(f"the PostgreSQL server predates the installed binaries ({message}); {RESTART}")
+    if state == "28000":
+        return AuthError(message)
+    if state == "28P01" or "password authentication failed" in message:
+        return UserError(f"the database refused the login ({message}): check the user and password in ZM_DB_URL")
+    if not state and isinstance(exc, psycopg.OperationalError):
+        return UserError(f"cannot reach the database ({message}); is it up? try `zm-roi db up`")
+    if not state:
+        return UserError(f"the database connection settings are not usable ({message}): check ZM_DB_URL")
+    if state == "54001":
+        return UserError(f"the request is too large for the database to parse ({message}): make it shorter")
+    if state == "57014":
+        return UserError(f"the database cancelled the statement ({message}): it ran past a timeout")
+    if state.startswith("57P"):
+        return UserError(f"the database is shutting down or starting up ({message}): try again, or {RESTART}")
+    if state.startswith("53"):
+        return UserError(f"the database is out of resources ({message}): free some, or raise its limits")
+    if state in ("3F000", "42P01", "42883", "42703"):
+        return UserError(f"the database lacks part of the zm-roi schema ({message}): {MIGRATE}")
+    if state == "42501":
+        return UserError(f"the database refused access ({message})")
+    if state.startswith("22"):
+        return UserError(f"the database refused a value ({message})")
+    if state.startswith("23"):
+        return UserError(f"the database refused the change ({message})")
+    return UserError(f"the database refused the call: {message} (SQLSTATE {state})")
+
+
+@contextmanager
+def database_errors() -> Iterator[None]:
+    """Database failures inside the block leave it as the UserError `database_error()` makes."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise database_error(exc) from None
+
+
+def _last_line(exc: Exception) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[-1].strip() if lines else type(exc).__name__

@@ -1,9 +1,15 @@
-"""`zm-roi import`: load a JSONL file of memories for one user, all or nothing."""
+"""`zm-roi import`: load a JSONL file of memories for one user, all or nothing.
+
+An import never changes who can see what behind the user's back: it refuses to make them a member of
+an existing project or team unless asked (`--join`), and says so when it creates a user, project or
+team. Importing the same file again adds nothing: identical memories are skipped and counted."""
 
 from __future__ import annotations
 
+import difflib
 import json
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
@@ -11,6 +17,7 @@ from typing import Literal
 import psycopg
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from zm_roi import embeddings
 from zm_roi.errors import UserError
 from zm_roi.queries import query
 
@@ -40,29 +47,62 @@ class MemoryLine(BaseModel):
         return value
 
 
+# Enough to catch a typo or a blank, not a full RFC 5322 parser: something@domain.tld, no spaces.
+EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+
+
+def normalize_email(email: str) -> str:
+    """Trimmed and lower-cased, as Supabase Auth stores it; an empty or malformed address is refused."""
+    normalized = email.strip().lower()
+    if not EMAIL.match(normalized):
+        raise UserError(f"{email!r} is not an email address (expected name@example.com)")
+    return normalized
+
+
 @dataclass(frozen=True)
 class Target:
-    """Where the memories go: the user's personal layer, a project, or a team."""
+    """Where the memories go: the user's personal layer, a project, or a team. `join` lets the import
+    make the user a member of an existing project or team (which shows them its memories)."""
 
     email: str
     project: str | None = None
     team: str | None = None
+    join: bool = False
 
 
-def parse_file(path: Path) -> list[MemoryLine]:
-    """Every line validated before anything is written; the first bad line stops the import."""
+@dataclass
+class ImportResult:
+    """What an import did: memories written, identical ones skipped, and what it created or joined."""
+
+    imported: int = 0
+    skipped: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def parse_file(path: Path) -> list[tuple[int, MemoryLine]]:
+    """Every line validated before anything is written, with its line number; the first bad line stops
+    the import. A UTF-8 byte order mark is accepted."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise UserError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a directory, not a JSONL file") from None
     except UnicodeDecodeError as exc:
         raise UserError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read it ({exc.strerror})") from None
     memories = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            memories.append(MemoryLine.model_validate(json.loads(line)))
+            row = json.loads(line)
+            unknown = sorted(set(row) - set(MemoryLine.model_fields)) if isinstance(row, dict) else []
+            if unknown:
+                known = ", ".join(MemoryLine.model_fields)
+                raise UserError(f"{path}:{number}: unknown field '{unknown[0]}' (a line has only: {known})")
+            memories.append((number, MemoryLine.model_validate(row)))
         except json.JSONDecodeError as exc:
             raise UserError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
         except ValidationError as exc:
@@ -74,12 +114,12 @@ def parse_file(path: Path) -> list[MemoryLine]:
 
 def _first_problem(exc: ValidationError) -> str:
     error = exc.errors()[0]
-    field = ".".join(str(part) for part in error["loc"]) or "line"
+    field_name = ".".join(str(part) for part in error["loc"]) or "line"
     if error["type"] == "missing":
-        return f"missing field '{field}'"
+        return f"missing field '{field_name}'"
     if error["type"] == "model_type":
         return "each line must be a JSON object"
-    return f"field '{field}': {error['msg']}"
+    return f"field '{field_name}': {error['msg']}"
 
 
 def scope_for(line: MemoryLine, target: Target) -> str:
@@ -93,36 +133,62 @@ def scope_for(line: MemoryLine, target: Target) -> str:
     return scope
 
 
-def import_memories(db_url: str, path: Path, target: Target) -> int:
-    """Validate the whole file, then write it in one transaction."""
-    memories = parse_file(path)
-    try:
-        with psycopg.connect(db_url) as conn, conn.transaction():
-            return insert_memories(conn, memories, target)
-    except ValueError as exc:
-        raise UserError(f"{path}: {exc}") from None
+def import_memories(db_url: str, path: Path, target: Target) -> ImportResult:
+    """Validate the whole file (names, email, every line and its scope), then write it in one transaction."""
+    target = checked_target(target)
+    numbered = parse_file(path)
+    for number, line in numbered:
+        try:
+            scope_for(line, target)
+        except ValueError as exc:
+            raise UserError(f"{path}:{number}: {exc}") from None
+    with psycopg.connect(db_url, connect_timeout=10) as conn, conn.transaction():
+        return write_memories(conn, [line for _, line in numbered], target)
+
+
+def checked_target(target: Target) -> Target:
+    """The target with a normalized email and trimmed names; blank names are refused."""
+    names = {}
+    for option in ("project", "team"):
+        value = getattr(target, option)
+        if value is not None:
+            if not value.strip():
+                raise UserError(f"--{option} must name a {option}, not be blank")
+            names[option] = value.strip()
+    return Target(normalize_email(target.email), join=target.join, **names)
 
 
 def insert_memories(conn: psycopg.Connection, memories: list[MemoryLine], target: Target) -> int:
-    """Create the user, team or project when absent (with membership), then insert the memories."""
+    """Write memories for `target` on an open transaction (tests and the demo); returns how many were new."""
+    return write_memories(conn, memories, checked_target(target)).imported
+
+
+def write_memories(conn: psycopg.Connection, memories: list[MemoryLine], target: Target) -> ImportResult:
+    """Find or create the user, project or team (membership only when new or asked for), then insert
+    the memories that are not already in that layer."""
+    result = ImportResult()
     scopes = []
     for number, line in enumerate(memories, start=1):
         try:
             scopes.append(scope_for(line, target))
         except ValueError as exc:
-            raise ValueError(f"memory {number}: {exc}") from None
-    user_id = conn.execute(query("ensure_user"), {"email": target.email}).fetchone()[0]
-    project_id = team_id = None
+            raise UserError(f"memory {number}: {exc}") from None
+    found = conn.execute(query("user_id_by_email"), {"email": target.email}).fetchone()
+    if found is None:
+        user_id = conn.execute(query("create_user"), {"email": target.email}).fetchone()[0]
+        result.notes.append(f"created user {target.email}")
+    else:
+        user_id = found[0]
+    team_id = project_id = None
     if target.team:
-        team_id = conn.execute(query("ensure_team"), {"name": target.team}).fetchone()[0]
-        conn.execute(query("add_team_member"), {"team_id": team_id, "user_id": user_id})
+        team_id = _place(conn, "team", target.team, user_id, target, result)
     if target.project:
-        project_id = conn.execute(query("ensure_project"), {"name": target.project, "team_id": None}).fetchone()[0]
-        conn.execute(query("add_project_member"), {"project_id": project_id, "user_id": user_id})
+        project_id = _place(conn, "project", target.project, user_id, target, result)
+    vectors, model = _embed(conn, user_id, memories)
     with conn.cursor() as cur:
-        cur.executemany(
-            query("insert_memory"),
-            [
+        for line, scope, vector in zip(memories, scopes, vectors, strict=True):
+            cur.execute(
+                query("insert_memory"),
                 {
                     "author_id": user_id,
                     "scope": scope,
@@ -133,8 +199,52 @@ def insert_memories(conn: psycopg.Connection, memories: list[MemoryLine], target
                     "body": line.body,
                     "created_at": line.created_at,
                     "invalidated_at": line.invalidated_at,
-                }
-                for line, scope in zip(memories, scopes, strict=True)
-            ],
-        )
-    return len(memories)
+                    "embedding": vector,
+                    "embedding_model": model if vector else None,
+                },
+            )
+            if cur.rowcount:
+                result.imported += 1
+            else:
+                result.skipped += 1
+    return result
+
+
+def _place(conn: psycopg.Connection, kind: str, name: str, user_id, target: Target, result: ImportResult):
+    """The id of project/team `name`, created (user as first member) when absent. The user joins an
+    existing one only with `target.join`; otherwise a non-member is refused."""
+    found = conn.execute(query(f"{kind}_id_by_name"), {"name": name}).fetchone()
+    if found is None:
+        others = [row[0] for row in conn.execute(query(f"{kind}_names")).fetchall()]
+        near = [n for n in others if n.lower() == name.lower()] or difflib.get_close_matches(name, others, n=1)
+        place_id = conn.execute(query(f"create_{kind}"), {"name": name}).fetchone()[0]
+        conn.execute(query(f"add_{kind}_member"), {f"{kind}_id": place_id, "user_id": user_id})
+        hint = f" (did you mean '{near[0]}'? it exists already)" if near else ""
+        result.notes.append(f"created {kind} '{name}' with {target.email} as its member{hint}")
+        return place_id
+    place_id = found[0]
+    member = conn.execute(query(f"is_{kind}_member"), {f"{kind}_id": place_id, "user_id": user_id}).fetchone()[0]
+    if not member:
+        if not target.join:
+            raise UserError(
+                f"{target.email} is not a member of {kind} '{name}': importing would make them one and show them "
+                f"its memories; pass --join if that is intended"
+            )
+        conn.execute(query(f"add_{kind}_member"), {f"{kind}_id": place_id, "user_id": user_id})
+        result.notes.append(f"{target.email} joined {kind} '{name}' (--join): they now see its memories")
+    return place_id
+
+
+def _embed(conn: psycopg.Connection, user_id, memories: list[MemoryLine]) -> tuple[list[str | None], str | None]:
+    """Embeddings for the memories being imported (one metered call), or none when embeddings are off."""
+    model = embeddings.configured_model()
+    if model is None or not memories:
+        return [None] * len(memories), None
+    embedded = embeddings.embed(
+        [embeddings.memory_text(line.title, line.body) for line in memories], as_query=False, model=model
+    )
+    conn.execute(
+        query("record_embedding_usage"),
+        {"owner_id": user_id, "model": model, "probe_id": None, "input_tokens": embedded.input_tokens},
+    )
+    return [embeddings.literal(v) for v in embedded.vectors], model

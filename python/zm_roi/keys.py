@@ -4,16 +4,31 @@ the worker needs too; the database never holds the passphrase."""
 
 from __future__ import annotations
 
+import difflib
 import getpass
-import re
 import sys
 
 import psycopg
 
 from zm_roi.errors import UserError
+from zm_roi.llm import litellm
 from zm_roi.queries import query
 
-PROVIDER = re.compile(r"^[a-z0-9_]+$")
+
+def known_providers() -> list[str]:
+    """The provider names litellm knows (openai, anthropic, …): a key stored under another name
+    would never be used, since the worker looks keys up by litellm's name for the model."""
+    return sorted(str(getattr(p, "value", p)) for p in litellm.provider_list)
+
+
+def check_provider(provider: str) -> None:
+    """A clear error, with a suggestion, for a provider name litellm does not know."""
+    known = known_providers()
+    if provider in known:
+        return
+    near = difflib.get_close_matches(provider.lower(), known, n=1)
+    hint = f" (did you mean {near[0]}?)" if near else " such as openai or anthropic"
+    raise UserError(f"--provider must be a provider litellm knows{hint}, not {provider!r}")
 
 
 def read_key(prompt: str) -> str:
@@ -26,8 +41,7 @@ def store_key(db_url: str, email: str, provider: str, api_key: str, passphrase: 
     """Store (or replace) `email`'s key for `provider`, as litellm names providers (openai, anthropic…)."""
     if not passphrase:
         raise UserError("set ZM_KEY_ENCRYPTION_KEY: keys are stored encrypted with it (the worker needs it too)")
-    if not PROVIDER.match(provider):
-        raise UserError(f"--provider must be a litellm provider name such as openai, not {provider!r}")
+    check_provider(provider)
     if not api_key or any(ch.isspace() for ch in api_key):
         raise UserError("give the key on standard input: one key, no spaces")
     with psycopg.connect(db_url) as conn, conn.transaction():

@@ -28,11 +28,13 @@ Complete = Callable[..., Any]
 
 @dataclass(frozen=True)
 class Reply:
-    """What a model call returned: its text and the tokens the provider reported for it."""
+    """What a model call returned: its text, the tokens the provider reported for it, and what it cost by
+    litellm's local price map (None when the model has no price there)."""
 
     text: str
     input_tokens: int
     output_tokens: int
+    cost_usd: float | None = None
 
 
 @cache
@@ -86,4 +88,19 @@ def call(
         text=response.choices[0].message.content or "",
         input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
         output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+        cost_usd=cost_of(response),
     )
+
+
+def cost_of(response: Any) -> float | None:
+    """The call's cost in US dollars from litellm's local price map (LITELLM_LOCAL_MODEL_COST_MAP, set
+    above: never fetched from the network), or None when the model is not priced there."""
+    hidden = getattr(response, "_hidden_params", None) or {}
+    if "response_cost" in hidden:
+        cost = hidden["response_cost"]
+    else:
+        try:
+            cost = litellm.completion_cost(completion_response=response)
+        except Exception:
+            return None
+    return None if cost is None else float(cost)

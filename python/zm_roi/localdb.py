@@ -26,8 +26,25 @@ from zm_roi.queries import query
 SUPERUSER_PASSWORD = "postgres"  # noqa: S105
 AUTHENTICATOR_PASSWORD = "postgres"  # noqa: S105
 WORKER_PASSWORD = "roi_worker"  # noqa: S105
+EMBEDDER_PASSWORD = "roi_embedder"  # noqa: S105
 SERVER_USER = "postgres"
 DEBIAN_PG_BINDIR = "/usr/lib/postgresql/15/bin"
+
+# postgresql.conf of the embedded cluster. pg_cron runs its jobs in background workers: its default,
+# a libpq connection to 127.0.0.1, carries no password and scram-sha-256 refuses it, so the upkeep job
+# failed every minute with "connection failed". Each running job takes one worker process, hence
+# pg_cron's advice of 20 over the default 8 (parallel queries draw on the same pool).
+SERVER_SETTINGS = {
+    "listen_addresses": "'127.0.0.1'",
+    "unix_socket_directories": "''",
+    "shared_preload_libraries": "'pg_cron'",
+    "cron.database_name": "'postgres'",
+    "cron.use_background_workers": "on",
+    "max_worker_processes": "20",
+    "max_connections": "200",
+    "shared_buffers": "'256MB'",
+    "logging_collector": "off",
+}
 
 
 def project_root() -> Path:
@@ -121,6 +138,31 @@ class Cluster:
     def exists(self) -> bool:
         return (self.pgdata / "PG_VERSION").is_file()
 
+    def running_port(self) -> int | None:
+        """The port the postmaster in `pgdata` really listens on (line 4 of postmaster.pid), if it runs."""
+        try:
+            lines = (self.pgdata / "postmaster.pid").read_text().splitlines()
+            os.kill(int(lines[0]), 0)
+            return int(lines[3])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def server_version(self) -> str:
+        """The version of the running postmaster, e.g. "15.18" (what it was started from, not what is installed)."""
+        with psycopg.connect(self.url(), connect_timeout=10) as conn:
+            return conn.execute("show server_version").fetchone()[0].split()[0]
+
+    def stale_server(self) -> tuple[str, str] | None:
+        """(running, installed) when the postmaster predates the installed binaries (a minor upgrade by apt
+        under a running cluster): its backends then fail to load the new extension libraries."""
+        running, installed = self.server_version(), installed_version()
+        return None if running == installed else (running, installed)
+
+    def restart(self) -> None:
+        """Stop and start again from the installed binaries; the data stays."""
+        self.stop()
+        self.start()
+
     def is_running(self) -> bool:
         if not self.exists():
             return False
@@ -161,18 +203,27 @@ class Cluster:
             )
         finally:
             pwfile.unlink(missing_ok=True)
-        settings = {
-            "listen_addresses": "'127.0.0.1'",
-            "unix_socket_directories": "''",
-            "shared_preload_libraries": "'pg_cron'",
-            "cron.database_name": "'postgres'",
-            "max_connections": "200",
-            "shared_buffers": "'256MB'",
-            "logging_collector": "off",
-        }
         with open(self.pgdata / "postgresql.conf", "a") as conf:
             conf.write("\n# zm-roi embedded cluster\n")
-            conf.writelines(f"{key} = {value}\n" for key, value in settings.items())
+            conf.writelines(f"{key} = {value}\n" for key, value in SERVER_SETTINGS.items())
+
+    def missing_settings(self) -> dict[str, str]:
+        """SERVER_SETTINGS that this cluster's postgresql.conf does not say yet (made by an older zm-roi)."""
+        written = {}
+        for line in (self.pgdata / "postgresql.conf").read_text().splitlines():
+            key, sep, value = line.partition("=")
+            if sep and not key.strip().startswith("#"):
+                written[key.strip()] = value.split("#", 1)[0].strip()
+        return {key: value for key, value in SERVER_SETTINGS.items() if written.get(key) != value}
+
+    def update_settings(self) -> bool:
+        """Append what `missing_settings()` lists (the last line of a key wins); True when it wrote any."""
+        missing = self.missing_settings()
+        if missing:
+            with open(self.pgdata / "postgresql.conf", "a") as conf:
+                conf.write("\n# zm-roi embedded cluster, settings added by a later version\n")
+                conf.writelines(f"{key} = {value}\n" for key, value in missing.items())
+        return bool(missing)
 
     def start(self) -> None:
         self._check_stale_lock()
@@ -239,9 +290,16 @@ class Cluster:
             raise UserError(f"{tool} failed: {detail[-1] if detail else 'no output'} (log: {self.log_file})")
 
 
+def installed_version() -> str:
+    """The version of the installed server binaries, e.g. "15.20" (`postgres --version`)."""
+    result = subprocess.run([str(pg_bindir() / "postgres"), "--version"], capture_output=True, text=True)
+    # "postgres (PostgreSQL) 15.20 (Debian 15.20-0+deb12u1)"
+    return result.stdout.split(")", 1)[1].split()[0] if ")" in result.stdout else result.stdout.strip()
+
+
 def apply_sql_file(url: str, path: Path) -> None:
     """Run a whole SQL file in one transaction."""
-    with psycopg.connect(url) as conn:
+    with psycopg.connect(url, connect_timeout=10) as conn:
         conn.execute(path.read_text())
 
 
@@ -287,17 +345,63 @@ def prepare_database(cluster: Cluster, root: Path, migrate=push_migrations) -> s
     """Compat layer, then migrations (or `migrate`, e.g. apply_schema_files), then the local login
     passwords. Idempotent."""
     apply_sql_file(cluster.url(), root / "sql" / "supabase_compat.sql")
-    with psycopg.connect(cluster.url(), autocommit=True) as conn:
-        conn.execute(f"alter role authenticator with login password '{AUTHENTICATOR_PASSWORD}'")
+    _set_login_password(cluster, "authenticator", AUTHENTICATOR_PASSWORD)
     output = migrate(root, cluster.url())
-    with psycopg.connect(cluster.url(), autocommit=True) as conn:
-        exists = conn.execute("select 1 from pg_roles where rolname = 'roi_worker'").fetchone()
-        if exists:
-            conn.execute(f"alter role roi_worker with login password '{WORKER_PASSWORD}'")
+    _set_login_password(cluster, "roi_worker", WORKER_PASSWORD)
+    _set_login_password(cluster, "roi_embedder", EMBEDDER_PASSWORD)
     return output
+
+
+def _set_login_password(cluster: Cluster, role: str, password: str) -> None:
+    """The local login password of `role`, when the role exists (DDL takes no parameters: SQL quotes them)."""
+    with psycopg.connect(cluster.url(), autocommit=True, connect_timeout=10) as conn:
+        statement = conn.execute(query("login_password_statement"), {"role": role, "password": password}).fetchone()
+        if statement:
+            conn.execute(statement[0])
+
+
+def set_recall_function(url: str, name: str) -> str:
+    """Point the benchmark at another recall function; the database refuses a wrong one (one line)."""
+    try:
+        with psycopg.connect(url, connect_timeout=10) as conn:
+            return conn.execute(query("configure_recall"), {"name": name}).fetchone()[0]
+    except (
+        psycopg.errors.UndefinedFunction,
+        psycopg.errors.InvalidParameterValue,
+        psycopg.errors.InsufficientPrivilege,
+        psycopg.errors.DatatypeMismatch,
+    ) as exc:
+        raise UserError(exc.diag.message_primary or str(exc)) from None
 
 
 def set_extractor(url: str, extractor: str) -> None:
     """Write the question/judge mode (`llm` or `deterministic`) into roi.settings."""
-    with psycopg.connect(url) as conn:
+    with psycopg.connect(url, connect_timeout=10) as conn:
         conn.execute(query("set_extractor"), {"extractor": extractor})
+
+
+def has_benchmark_schema(url: str) -> bool:
+    """Whether the migrations ran here before (a fresh database gets its first settings)."""
+    with psycopg.connect(url, connect_timeout=10) as conn:
+        return conn.execute(query("has_benchmark_schema")).fetchone()[0]
+
+
+def get_extractor(url: str) -> str:
+    with psycopg.connect(url, connect_timeout=10) as conn:
+        return conn.execute(query("get_extractor")).fetchone()[0]
+
+
+def upkeep_report(url: str) -> str:
+    """The pg_cron upkeep job's state and its last run's outcome, in one line."""
+    with psycopg.connect(url, connect_timeout=10) as conn:
+        if not conn.execute(query("has_pg_cron")).fetchone()[0]:
+            return "pg_cron is not installed here: run `select roi.upkeep()` every minute yourself"
+        job = conn.execute(query("upkeep_job")).fetchone()
+    if job is None:
+        return "the pg_cron job zm-roi-upkeep is not scheduled: run `zm-roi db up`"
+    active, status, message, started = job
+    paused = "" if active else " (the job is paused: cron.job.active = false)"
+    if status is None:
+        return f"scheduled every minute, no run yet{paused}"
+    outcome = status if status == "succeeded" else f"{status}: {(message or 'no message').strip()}"
+    return f"every minute; last run {started:%Y-%m-%d %H:%M:%S %Z} {outcome}{paused}"

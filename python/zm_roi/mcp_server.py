@@ -15,7 +15,8 @@ from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from zm_roi.errors import UserError
+from zm_roi import diagnostics
+from zm_roi.errors import UserError, database_errors
 from zm_roi.transport import Transport
 
 TILE_URI = "zm-roi://benchmark/tile"
@@ -41,7 +42,13 @@ Each call may start a new run, so call it when the user wants a fresh measuremen
 RESULTS_DESCRIPTION = """\
 The user's "Only memory knows" tile: the share of benchmark questions their memory answered that a
 bare agent could not (the exclusive rate, with its 95% interval), how many were judged, the trend over
-completed runs, and whether a run is still being judged. Aggregates only; changes nothing."""
+completed runs, and whether a run is still being judged (state judging) or finished with no question
+judged (state no_score: call benchmark_memory again). In deterministic mode `caveat` says which figure
+is bounded in which direction. `diagnostics` explains the scored run: whether
+search surfaced each question's source memory (count, MRR, median rank, agreement with the judge), the
+rate by kind and by layer, the paired change against the previous run (with an exact sign test), what
+the run's model calls cost, and the closed-book spot-check of the judge when enabled. Aggregates only;
+changes nothing."""
 
 
 class BenchmarkResult(BaseModel):
@@ -55,10 +62,48 @@ class BenchmarkResult(BaseModel):
     message: str = Field(description="one plain sentence for the user")
 
 
+class BreakdownRow(BaseModel):
+    """The scored run's figures for one kind or one layer (scope)."""
+
+    dimension: Literal["kind", "scope"]
+    value: str
+    judged_count: int
+    with_memory_count: int
+    without_memory_count: int
+    exclusive_count: int
+    exclusive_rate: float | None = None
+
+
+class RunDiagnostics(BaseModel):
+    """What explains the scored run (public.roi_benchmark_runs' diagnostics): aggregates only."""
+
+    run_id: str
+    mode: str
+    judged_count: int
+    source_surfaced_count: int = Field(description="judged questions whose source memory search surfaced")
+    source_mrr: float | None = Field(None, description="mean of 1/rank of the source, 0 when it did not surface")
+    source_median_rank: int | None = Field(None, description="median rank of the source where it surfaced")
+    retrieval_agreement_count: int = Field(description="judged questions where with_memory = source surfaced")
+    previous_run_id: str | None = Field(None, description="the previous completed run it is paired with")
+    paired_count: int = Field(description="questions judged in both runs")
+    improved_count: int = Field(description="exclusive now, not in the previous run")
+    regressed_count: int = Field(description="exclusive in the previous run, not now")
+    paired_p_value: float | None = Field(None, description="two-sided exact sign test; null with no change")
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None = Field(None, description="the run's model calls, litellm's price map; null if unpriced")
+    own_key_calls: int = Field(description="calls made on the user's own provider key")
+    closed_book_checked: int = Field(description="questions also put to the model with no memory (spot-check)")
+    closed_book_correct: int = Field(description="of those, answered correctly with no memory")
+    closed_book_agreement_count: int = Field(description="of those, where the judge's without_memory agreed")
+    breakdown: list[BreakdownRow] = Field(default_factory=list, description="by kind and by layer (scope)")
+    summary: str = Field(description="the figures in plain sentences")
+
+
 class TileResult(BaseModel):
     """The caller's tile: aggregates only, no question or memory text."""
 
-    state: Literal["invite", "judging", "ready"]
+    state: Literal["invite", "judging", "no_score", "ready"]
     exclusive_rate: float | None = Field(None, description="0..1; null until a judged run exists")
     exclusive_rate_low: float | None = Field(None, description="95% Wilson interval, lower bound")
     exclusive_rate_high: float | None = Field(None, description="95% Wilson interval, upper bound")
@@ -68,7 +113,9 @@ class TileResult(BaseModel):
     latest_run_id: str | None = None
     latest_run_at: str | None = None
     trend: list[float] = Field(default_factory=list, description="exclusive rates of completed runs, oldest first")
+    caveat: str | None = Field(None, description="what deterministic mode's figures bound; null in LLM mode")
     message: str = Field(description="one plain sentence for the user")
+    diagnostics: RunDiagnostics | None = Field(None, description="what explains the scored run; null before one")
 
 
 def benchmark_sentence(result: dict) -> str:
@@ -93,10 +140,9 @@ def percent(rate: float | None) -> str:
 
 
 def tile_sentence(tile: dict) -> str:
-    if tile["state"] == "invite":
-        return "No benchmark yet: ask me to run benchmark_memory to see what only your memory knows."
+    """The tile's own wording (public.roi_benchmark_tile says it; this only strings it together)."""
     if tile.get("exclusive_rate") is None:
-        return f"{tile['hint']} The score appears once they are judged."
+        return tile["hint"]
     sentence = (
         f"Only memory knows {percent(tile['exclusive_rate'])} "
         f"(95% interval {percent(tile.get('exclusive_rate_low'))}–{percent(tile.get('exclusive_rate_high'))}): "
@@ -104,6 +150,8 @@ def tile_sentence(tile: dict) -> str:
     )
     if tile["state"] == "judging":
         sentence += " A newer run is still being judged."
+    if tile.get("caveat"):
+        sentence += f" {tile['caveat']}"
     return sentence
 
 
@@ -116,10 +164,12 @@ def build_server(make_transport: Callable[[], Transport]) -> MCPServer:
     server = MCPServer(name="zm-roi", instructions=INSTRUCTIONS, log_level="WARNING")
 
     def read_tile() -> dict:
-        tile = make_transport().tile() or empty_tile()
-        tile = {key: tile.get(key) for key in TileResult.model_fields if key != "message"}
+        transport = make_transport()
+        with database_errors():
+            tile = transport.tile() or empty_tile()
+        tile = {key: tile.get(key) for key in TileResult.model_fields if key not in ("message", "diagnostics")}
         tile["trend"] = [float(rate) for rate in tile.get("trend") or []]
-        return {**tile, "message": tile_sentence(tile)}
+        return {**tile, "message": tile_sentence(tile), "diagnostics": read_diagnostics(transport, tile)}
 
     @server.tool(
         name="benchmark_memory",
@@ -135,7 +185,8 @@ def build_server(make_transport: Callable[[], Transport]) -> MCPServer:
     )
     def benchmark_memory() -> Annotated[CallToolResult, BenchmarkResult]:
         try:
-            answer = make_transport().benchmark_memory()
+            with database_errors():
+                answer = make_transport().benchmark_memory()
         except UserError as exc:
             return tool_error(exc)
         result = BenchmarkResult(
@@ -180,6 +231,23 @@ def build_server(make_transport: Callable[[], Transport]) -> MCPServer:
             raise ResourceError(str(exc)) from None
 
     return server
+
+
+def read_diagnostics(transport: Transport, tile: dict) -> dict | None:
+    """The scored run's diagnostics and breakdown, or None before a run was scored."""
+    if tile.get("exclusive_rate") is None:
+        return None
+    run = diagnostics.scored_run(transport.runs())
+    if run is None:
+        return None
+    rows = [row for row in transport.breakdown() if row.get("run_id") == run["run_id"]]
+    fields = {key: run.get(key) for key in RunDiagnostics.model_fields if key not in ("breakdown", "summary")}
+    result = RunDiagnostics(
+        **fields,
+        breakdown=[BreakdownRow(**{k: row.get(k) for k in BreakdownRow.model_fields}) for row in rows],
+        summary=diagnostics.summary(run),
+    )
+    return result.model_dump(mode="json")
 
 
 def tool_error(exc: UserError) -> CallToolResult:

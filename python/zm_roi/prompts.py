@@ -1,4 +1,4 @@
-"""The two prompts (jinja2 templates in `prompts/`) and the pydantic models that validate what the
+"""The prompts (jinja2 templates in `prompts/`) and the pydantic models that validate what the
 model answers. A reply that does not validate is a failed attempt, retried by the queue."""
 
 from __future__ import annotations
@@ -56,6 +56,23 @@ class Judgment(BaseModel):
     reason: str = ""
 
 
+class BareAnswer(BaseModel):
+    """The closed-book reply: whatever the model answers with the question alone."""
+
+    model_config = ConfigDict(extra="ignore", str_strip_whitespace=True)
+
+    answer: str = Field(min_length=1)
+
+
+class Grade(BaseModel):
+    """The grading reply: does the bare answer match the ground truth."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    correct: StrictBool
+    reason: str = ""
+
+
 def generation_prompt(kind: str, title: str, body: str) -> str:
     return _templates.get_template("generate_question.j2").render(kind=kind, title=title, body=body)
 
@@ -63,6 +80,17 @@ def generation_prompt(kind: str, title: str, body: str) -> str:
 def judge_prompt(question: str, kind: str, title: str, body: str, surfaced: list[dict[str, Any]]) -> str:
     return _templates.get_template("judge.j2").render(
         question=question, kind=kind, title=title, body=body, surfaced=surfaced
+    )
+
+
+def closed_book_prompt(question: str) -> str:
+    """The spot-check's answering call: the question and nothing else (no memory, no ground truth)."""
+    return _templates.get_template("closed_book_answer.j2").render(question=question)
+
+
+def closed_book_grade_prompt(question: str, kind: str, title: str, body: str, answer: str) -> str:
+    return _templates.get_template("closed_book_grade.j2").render(
+        question=question, kind=kind, title=title, body=body, answer=answer
     )
 
 
@@ -111,3 +139,13 @@ def parse_question(text: str, title: str, body: str) -> str:
 def parse_judgment(text: str) -> Judgment:
     """The verdict in a judge reply, or OutputError."""
     return _validated(Judgment, text)
+
+
+def parse_bare_answer(text: str) -> str:
+    """The answer in a closed-book reply, or OutputError."""
+    return _validated(BareAnswer, text).answer
+
+
+def parse_grade(text: str) -> Grade:
+    """The grade of a closed-book answer, or OutputError."""
+    return _validated(Grade, text)

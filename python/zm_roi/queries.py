@@ -13,7 +13,7 @@ _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
 
 def named_queries(path: Path) -> dict[str, str]:
-    """Every `-- name: …` query of a SQL file, by name (the bench keeps its own file)."""
+    """Every `-- name: …` query of a SQL file, by name."""
     parts = _NAME.split(path.read_text())
     return {name: body.strip() for name, body in zip(parts[1::2], parts[2::2], strict=True)}
 

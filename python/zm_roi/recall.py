@@ -1,18 +1,28 @@
-"""Recall as a member would see it: the query runs under the user's identity, RLS applied."""
+"""Recall as a member would see it: the query runs under the user's identity, RLS applied, through the
+recall function the benchmark is configured to call, with the question embedded as the benchmark's
+questions are (the embedding call is metered for that user)."""
 
 from __future__ import annotations
 
+import difflib
 import textwrap
 
 import psycopg
 
+from zm_roi import embeddings
 from zm_roi.errors import UserError
 from zm_roi.identity import act_as, claims_for
 from zm_roi.queries import query
 
+# A question, not a document: far above any real one, far below what the text-search parser chokes on
+# (20,000 words exhausted its stack).
+MAX_QUESTION = 2_000
+
 
 def recall_as(db_url: str, question: str, email: str, project: str | None, limit: int) -> list[tuple]:
-    with psycopg.connect(db_url) as conn, conn.transaction():
+    if not 1 <= limit <= 100:
+        raise UserError(f"--limit must be between 1 and 100, not {limit}")
+    with psycopg.connect(db_url, connect_timeout=10) as conn, conn.transaction():
         row = conn.execute(query("user_id_by_email"), {"email": email}).fetchone()
         if row is None:
             raise UserError(f"no user {email}: import memories for them first")
@@ -20,13 +30,35 @@ def recall_as(db_url: str, question: str, email: str, project: str | None, limit
         if project:
             found = conn.execute(query("project_id_by_name"), {"name": project}).fetchone()
             if found is None:
-                raise UserError(f"no project named {project!r}")
+                names = [name for (name,) in conn.execute(query("project_names")).fetchall()]
+                near = [n for n in names if n.lower() == project.strip().lower()]
+                near = near or difflib.get_close_matches(project, names, n=1)
+                raise UserError(f"no project named {project!r}" + (f"; did you mean {near[0]!r}?" if near else ""))
             project_id = found[0]
+        vector = None
+        model = embeddings.configured_model()
+        if model is not None:
+            embedded = embeddings.embed([question], as_query=True, model=model)
+            vector = embeddings.literal(embedded.vectors[0])
+            conn.execute(
+                query("record_embedding_usage"),
+                {"owner_id": row[0], "model": model, "probe_id": None, "input_tokens": embedded.input_tokens},
+            )
         act_as(conn, claims_for(row[0], email))
         return conn.execute(
             query("recall"),
-            {"query": question, "project_id": project_id, "team_id": None, "match_count": limit},
+            {"query": question, "project_id": project_id, "team_id": None, "match_count": limit, "embedding": vector},
         ).fetchall()
+
+
+def recall_hits(db_url: str, question: str, email: str, project: str | None, limit: int) -> list[dict]:
+    """The hits as `zm-roi recall --json` prints them, best first."""
+    return [
+        {"memory_id": str(memory_id), "kind": kind, "scope": scope, "title": title, "score": score, "rank": rank}
+        for rank, (memory_id, kind, scope, title, _, score) in enumerate(
+            recall_as(db_url, question, email, project, limit), start=1
+        )
+    ]
 
 
 def print_recall(db_url: str, question: str, email: str, project: str | None, limit: int) -> None:

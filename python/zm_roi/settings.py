@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,10 @@ class Settings:
     generation_model: str
     judge_model: str
     worker_db_url: str | None = None
+    embedder_db_url: str | None = None
     worker_poll_seconds: float = 5.0
+    # Model calls one worker process keeps in flight (each on its own connection and row).
+    worker_concurrency: int = 8
     # Below roi.settings.lease_duration (2 minutes by default), so a slow call ends before its lease
     # does and no second worker starts the same row meanwhile.
     model_timeout_seconds: float = 90.0
@@ -42,9 +46,19 @@ def _positive_number(env: dict[str, str], name: str, default: float) -> float:
         value = float(text)
     except ValueError:
         value = 0.0
-    if value <= 0:
+    # "inf" and "nan" parse as floats but are no timeout at all.
+    if not math.isfinite(value) or value <= 0:
         raise UserError(f"{name} must be a positive number of seconds, not {text!r}")
     return value
+
+
+def _positive_integer(env: dict[str, str], name: str, default: int, most: int) -> int:
+    text = env.get(name, "").strip()
+    if not text:
+        return default
+    if not text.isdigit() or not 0 < int(text) <= most:
+        raise UserError(f"{name} must be a whole number from 1 to {most}, not {text!r}")
+    return int(text)
 
 
 def load(environ: dict[str, str] | None = None) -> Settings:
@@ -52,7 +66,7 @@ def load(environ: dict[str, str] | None = None) -> Settings:
     extractor = env.get("ZM_EXTRACTOR", "llm").strip().lower() or "llm"
     if extractor not in EXTRACTORS:
         raise UserError(f"ZM_EXTRACTOR must be one of {', '.join(EXTRACTORS)}, not {extractor!r}")
-    port_text = env.get("ZM_DB_PORT", str(DEFAULT_PORT))
+    port_text = env.get("ZM_DB_PORT", "").strip() or str(DEFAULT_PORT)
     if not port_text.isdigit() or not 0 < int(port_text) < 65536:
         raise UserError(f"ZM_DB_PORT must be a port number, not {port_text!r}")
     return Settings(
@@ -69,7 +83,9 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         generation_model=env.get("ZM_GENERATION_MODEL", "gpt-4o-mini"),
         judge_model=env.get("ZM_JUDGE_MODEL", "gpt-4o-mini"),
         worker_db_url=env.get("ZM_WORKER_DB_URL") or None,
+        embedder_db_url=env.get("ZM_EMBEDDER_DB_URL") or None,
         worker_poll_seconds=_positive_number(env, "ZM_WORKER_POLL_SECONDS", 5.0),
+        worker_concurrency=_positive_integer(env, "ZM_WORKER_CONCURRENCY", 8, most=64),
         model_timeout_seconds=_positive_number(env, "ZM_MODEL_TIMEOUT_SECONDS", 90.0),
         key_encryption_key=env.get("ZM_KEY_ENCRYPTION_KEY") or None,
     )

@@ -15,13 +15,14 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 
 from zm_roi import localdb, tokens
-from zm_roi.errors import AuthError, UserError
+from zm_roi.errors import AuthError, UserError, database_errors
 from zm_roi.identity import act_as
 from zm_roi.queries import query
 from zm_roi.settings import Settings
 
 TILE_VIEW = "roi_benchmark_tile"
 RUNS_VIEW = "roi_benchmark_runs"
+BREAKDOWN_VIEW = "roi_benchmark_breakdown"
 
 
 class Transport(Protocol):
@@ -39,30 +40,24 @@ class Transport(Protocol):
         """The caller's rows of public.roi_benchmark_runs, newest first."""
         ...
 
+    def breakdown(self) -> list[dict]:
+        """The caller's rows of public.roi_benchmark_breakdown (every run, by kind and by scope)."""
+        ...
+
 
 class LocalTransport:
     """psycopg to the embedded (or ZM_DB_URL) database, doing PostgREST's job per call."""
 
     def __init__(self, db_url: str, jwt_secret: str, token: str | None) -> None:
-        self.db_url = db_url
         self.jwt_secret = jwt_secret
         self.token = token
-        # PostgREST's own login: it can become `authenticated` and nothing more.
+        # PostgREST's own login: it can become `anon` or `authenticated` and nothing more. The URL it was
+        # given is only a host to reach: its (superuser) credentials are never used.
         self.authenticator_url = make_conninfo(db_url, user="authenticator", password=localdb.AUTHENTICATOR_PASSWORD)
 
     def claims(self) -> dict:
-        """Verified claims of a user who exists. The signature is checked before any connection opens."""
-        claims = tokens.verify(self.token, self.jwt_secret)
-        # Supabase Auth only signs tokens for its users; a token for a removed user would otherwise look
-        # like a user with no memories ("empty"), which is a lie. This lookup is all that runs before it.
-        with _database_errors(), psycopg.connect(self.db_url, connect_timeout=10) as conn:
-            exists = conn.execute(query("user_exists"), {"user_id": claims["sub"]}).fetchone()[0]
-        if not exists:
-            raise AuthError(
-                f"the access token names user {claims['sub']}, who does not exist in this database: "
-                "mint a new one with `zm-roi token --user EMAIL`"
-            )
-        return claims
+        """Verified claims. The signature is checked before any connection opens."""
+        return tokens.verify(self.token, self.jwt_secret)
 
     def benchmark_memory(self) -> dict:
         return self._as_user("benchmark_memory", "/rpc/benchmark_memory")
@@ -73,14 +68,25 @@ class LocalTransport:
     def runs(self) -> list[dict]:
         return self._as_user("benchmark_runs", f"/{RUNS_VIEW}")
 
+    def breakdown(self) -> list[dict]:
+        return self._as_user("benchmark_breakdown", f"/{BREAKDOWN_VIEW}")
+
     def _as_user(self, name: str, path: str):
         claims = self.claims()
         with (
-            _database_errors(),
+            database_errors(),
             psycopg.connect(self.authenticator_url, connect_timeout=10) as conn,
             conn.transaction(),
         ):
             act_as(conn, claims, path)
+            # Supabase Auth only signs tokens for its users; a token for a removed user would otherwise
+            # look like a user with no memories ("empty"), which is a lie. Asked as the user, through
+            # authenticator: the transport never holds superuser credentials.
+            if not conn.execute(query("caller_exists")).fetchone()[0]:
+                raise AuthError(
+                    f"the access token names user {claims['sub']}, who does not exist in this database: "
+                    "mint a new one with `zm-roi token --user EMAIL`"
+                )
             row = conn.execute(query(name)).fetchone()
         return None if row is None else row[0]
 
@@ -106,6 +112,10 @@ class SupabaseTransport:
     def runs(self) -> list[dict]:
         with self._client() as client:
             return client.table(RUNS_VIEW).select("*").order("started_at", desc=True).execute().data
+
+    def breakdown(self) -> list[dict]:
+        with self._client() as client:
+            return client.table(BREAKDOWN_VIEW).select("*").execute().data
 
     @contextmanager
     def _client(self):
@@ -135,22 +145,6 @@ class SupabaseTransport:
             raise UserError(f"cannot reach {self.url}: {exc}") from None
         except SupabaseException as exc:
             raise UserError(f"SUPABASE_URL or SUPABASE_ANON_KEY is not usable: {exc.message}") from None
-
-
-@contextmanager
-def _database_errors():
-    """Database failures as one line a user can act on, never a traceback."""
-    try:
-        yield
-    except psycopg.OperationalError as exc:
-        lines = str(exc).strip().splitlines()
-        reason = lines[-1] if lines else "connection failed"
-        raise UserError(f"cannot reach the database ({reason}); is it up? try `zm-roi db up`") from None
-    except psycopg.Error as exc:
-        message = exc.diag.message_primary if exc.diag and exc.diag.message_primary else str(exc)
-        if exc.sqlstate == "28000":
-            raise AuthError(message) from None
-        raise UserError(f"the database refused the call: {message}") from None
 
 
 def local_database(config: Settings, embedded: localdb.Cluster) -> tuple[str, str]:

@@ -1,6 +1,8 @@
-"""`zm-roi worker`: the LLM half of the benchmark. It claims one queued row at a time (a queued judgment
-first, since a user is waiting for that run, else a pending probe), asks the model, and hands the
-outcome back to SQL together with the call's usage event, in one transaction.
+"""`zm-roi worker`: the LLM half of the benchmark. Each of its lanes (ZM_WORKER_CONCURRENCY threads, 8 by
+default, each with its own connection) claims one queued row at a time (a queued judgment first, since
+a user is waiting for that run, then a closed-book spot-check, else a pending probe), asks the model,
+and hands the outcome back to SQL together with the call's usage event, in one transaction. Several
+calls are in flight at once, so a 20-question pool or run costs a few model round trips, not twenty.
 
 Every state change goes through the roi_worker verbs (claim_…, record_…, release_…); the worker
 connects as `roi_worker` and sees only what the claimed row carries. NOTIFY wakes it, polling
@@ -18,15 +20,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
+import openai
 import psycopg
 from psycopg.rows import dict_row
 
-from zm_roi import llm, prompts
+from zm_roi import embeddings, llm, prompts
 from zm_roi.queries import query
 
 log = logging.getLogger("zm_roi.worker")
 RECONNECT_FIRST_DELAY = 0.5
 RECONNECT_MAX_DELAY = 30.0
+DEFAULT_CONCURRENCY = 8
+
+# What a model call can fail with that another attempt may fix: the provider's errors (litellm raises
+# openai's classes), the network, and a reply that does not parse. Anything else is a bug in this code:
+# the row is released and the worker stops loudly instead of burning the row's attempts.
+RETRYABLE = (openai.OpenAIError, httpx.HTTPError, OSError, prompts.OutputError)
 
 
 @dataclass(frozen=True)
@@ -36,6 +46,9 @@ class WorkerConfig:
     key_encryption_key: str | None = field(default=None, repr=False)
     poll_seconds: float = 5.0
     timeout_seconds: float = 90.0
+    concurrency: int = DEFAULT_CONCURRENCY
+    # Probe questions are embedded as they are written; None when embeddings are off.
+    embedding_model: str | None = field(default_factory=embeddings.configured_model)
 
 
 @dataclass(frozen=True)
@@ -64,60 +77,121 @@ class Worker:
         self.config = config
         self.complete = complete or llm.litellm.completion
         self.stopping = threading.Event()
-        self.listening = threading.Event()  # set once LISTEN is in place, for whoever starts a thread
+        self.listening = threading.Event()  # set once every lane's LISTEN is in place
+        self.idle = threading.Event()  # set while every lane waits for work (NOTIFY or the next poll)
+        self._lock = threading.Lock()
+        self._listening_lanes = 0
+        self._idle_lanes = 0
+        self._crash: BaseException | None = None
         self.handled = 0
+        self.succeeded = 0
+        self.failed = 0
 
     def stop(self) -> None:
-        """Finish the row in hand, then return from run()."""
+        """Finish the rows in hand, then return from run()."""
         self.stopping.set()
 
     def run(self, once: bool = False) -> int:
         """Work until stopped; with `once`, until nothing is claimable right now. Returns rows handled.
 
-        A long-running worker outlives the database: when the connection is lost (a restart, a
-        failover) it reconnects with backoff, and the row it had in hand comes back when its lease ends.
+        Runs `concurrency` lanes side by side, each claiming and finishing its own rows. A lane that
+        hits a bug (not a provider, network or parse failure) releases its row and stops every lane
+        after their rows in hand; run() then raises that error.
         """
+        lanes = [
+            threading.Thread(target=self._lane, args=(once,), name=f"zm-roi-worker-{n}", daemon=True)
+            for n in range(max(1, self.config.concurrency))
+        ]
+        for lane in lanes:
+            lane.start()
+        try:
+            self._join(lanes)
+        except KeyboardInterrupt:
+            # Ctrl-C acts as SIGTERM: the rows in hand are finished; a second Ctrl-C leaves them to
+            # their leases.
+            log.info("interrupted: finishing the rows in hand (Ctrl-C again to leave them to their leases)")
+            self.stop()
+            self._join(lanes)
+        if self._crash is not None:
+            raise self._crash
+        return self.handled
+
+    @staticmethod
+    def _join(lanes: list[threading.Thread]) -> None:
+        for lane in lanes:
+            while lane.is_alive():  # short joins, so SIGTERM's handler runs in the main thread
+                lane.join(0.2)
+
+    def _lane(self, once: bool) -> None:
+        """One lane. A long-running worker outlives the database: when the connection is lost (a
+        restart, a failover) the lane reconnects with backoff, and a row in hand comes back when its
+        lease ends."""
         delay = RECONNECT_FIRST_DELAY
-        while True:
-            try:
-                self._run_connected(once)
-                return self.handled
-            except psycopg.OperationalError as exc:
-                if once or self.stopping.is_set():
-                    raise
-                log.warning("lost the database (%s); reconnecting in %gs", describe(exc), delay)
-                self.listening.clear()
-                if self.stopping.wait(delay):
-                    return self.handled
-                delay = min(delay * 2, RECONNECT_MAX_DELAY)
+        try:
+            while True:
+                try:
+                    self._run_connected(once)
+                    return
+                except psycopg.OperationalError as exc:
+                    if once or self.stopping.is_set():
+                        raise
+                    log.warning("lost the database (%s); reconnecting in %gs", describe(exc), delay)
+                    if self.stopping.wait(delay):
+                        return
+                    delay = min(delay * 2, RECONNECT_MAX_DELAY)
+        except BaseException as exc:
+            with self._lock:
+                if self._crash is None:
+                    self._crash = exc
+            self.stopping.set()
+
+    def _lane_listening(self, up: bool) -> None:
+        with self._lock:
+            self._listening_lanes += 1 if up else -1
+            _flag(self.listening, self._listening_lanes >= max(1, self.config.concurrency))
+
+    def _lane_idle(self, up: bool) -> None:
+        with self._lock:
+            self._idle_lanes += 1 if up else -1
+            _flag(self.idle, self._idle_lanes >= max(1, self.config.concurrency))
 
     def _run_connected(self, once: bool) -> None:
         with psycopg.connect(self.db_url, autocommit=True, row_factory=dict_row) as conn:
             conn.execute(query("worker_listen"))
-            self.listening.set()
-            while not self.stopping.is_set():
-                if self.step(conn):
-                    continue
-                if once:
-                    break
-                self._wait(conn)
+            self._lane_listening(True)
+            try:
+                while not self.stopping.is_set():
+                    if self.step(conn):
+                        continue
+                    if once:
+                        break
+                    self._wait(conn)
+            finally:
+                self._lane_listening(False)
 
     def step(self, conn: psycopg.Connection) -> bool:
         """Claim one row and finish it; False when nothing is claimable."""
         job = conn.execute(query("claim_judgment")).fetchone()
         if job is not None:
-            self._judge(conn, job)
+            ok = self._judge(conn, job)
+        elif (job := conn.execute(query("claim_closed_book")).fetchone()) is not None:
+            ok = self._closed_book(conn, job)
         else:
             job = conn.execute(query("claim_generation")).fetchone()
             if job is None:
                 return False
-            self._generate(conn, job)
-        self.handled += 1
+            ok = self._generate(conn, job)
+        with self._lock:
+            self.handled += 1
+            if ok:
+                self.succeeded += 1
+            else:
+                self.failed += 1
         return True
 
     # ---- the two kinds of row ----------------------------------------------------------------
 
-    def _generate(self, conn: psycopg.Connection, job: dict) -> None:
+    def _generate(self, conn: psycopg.Connection, job: dict) -> bool:
         model = self.config.generation_model
         prompt = prompts.generation_prompt(job["source_kind"], job["source_title"], job["source_body"])
         release = {"probe_id": job["probe_id"], "attempt": job["attempt"]}
@@ -133,7 +207,7 @@ class Worker:
         with conn.transaction():
             self._meter(conn, "probe_generation", model, job, outcome)
             if outcome.failure is None:
-                done = _scalar(conn, "record_question", {"probe_id": job["probe_id"], "question": outcome.value})
+                done = self._record_question(conn, job, outcome.value)
                 result = "question recorded" if done else "question dropped: the probe is no longer pending"
             else:
                 state = _scalar(conn, "release_generation", {**release, "failure": outcome.failure})
@@ -146,8 +220,42 @@ class Worker:
             result,
             _usage_note(outcome),
         )
+        return outcome.failure is None
 
-    def _judge(self, conn: psycopg.Connection, job: dict) -> None:
+    def _record_question(self, conn: psycopg.Connection, job: dict, question: str) -> bool:
+        """Record the question with its embedding (one more metered call), so the probe joins the pool
+        ready for both legs of the recall; without one if embeddings are off or the call failed (the
+        lexical leg still serves it, and `zm-roi embed` fills it in later)."""
+        args = {"probe_id": job["probe_id"], "question": question}
+        model = self.config.embedding_model
+        if model is None:
+            return _scalar(conn, "record_question", args)
+        try:
+            embedded = embeddings.embed([question], as_query=True, model=model)
+        except Exception as exc:
+            log.info("generation probe=%s: question not embedded: %s", job["probe_id"], describe(exc))
+            return _scalar(conn, "record_question", args)
+        conn.execute(
+            query("record_usage"),
+            {
+                "owner_id": job["owner_id"],
+                "purpose": "embedding",
+                "model": model,
+                "run_id": None,
+                "probe_id": job["probe_id"],
+                "input_tokens": embedded.input_tokens,
+                "output_tokens": 0,
+                "byok": False,
+                "cost_usd": None,
+            },
+        )
+        return _scalar(
+            conn,
+            "record_question_embedded",
+            {**args, "embedding": embeddings.literal(embedded.vectors[0]), "embedding_model": model},
+        )
+
+    def _judge(self, conn: psycopg.Connection, job: dict) -> bool:
         model = self.config.judge_model
         prompt = prompts.judge_prompt(
             job["question"], job["source_kind"], job["source_title"], job["source_body"], job["surfaced"]
@@ -190,6 +298,46 @@ class Worker:
             result,
             _usage_note(outcome),
         )
+        return outcome.failure is None
+
+    def _closed_book(self, conn: psycopg.Connection, job: dict) -> bool:
+        """The judge's spot-check: the model answers the question alone (no memory, no ground truth), then
+        a grading call compares that answer with the ground truth. Both calls are metered; the bare answer
+        is never stored or logged."""
+        model = self.config.judge_model
+        release = {"run_id": job["run_id"], "probe_id": job["probe_id"], "attempt": job["attempt"]}
+        ask = {"release_query": "release_closed_book", "release_args": release}
+        bare = prompts.closed_book_prompt(job["question"])
+        answer = self._ask(conn, job, model, bare, prompts.parse_bare_answer, **ask)
+        grade = None
+        if answer.failure is None:
+            grading = prompts.closed_book_grade_prompt(
+                job["question"], job["source_kind"], job["source_title"], job["source_body"], answer.value
+            )
+            grade = self._ask(conn, job, model, grading, prompts.parse_grade, **ask)
+        failure = answer.failure or (grade.failure if grade else None)
+        with conn.transaction():
+            self._meter(conn, "closed_book_answer", model, job, answer)
+            if grade is not None:
+                self._meter(conn, "closed_book_grade", model, job, grade)
+            if failure is None:
+                correct = grade.value.correct
+                done = _scalar(conn, "record_closed_book", {**release, "correct": correct})
+                result = f"bare model {'right' if correct else 'wrong'}" if done else "grade dropped: no longer queued"
+            else:
+                state = _scalar(conn, "release_closed_book", {**release, "failure": failure})
+                result = f"{_FAILED[state]}: {failure}"
+        log.info(
+            "closed-book run=%s probe=%s owner=%s attempt=%s: %s%s%s",
+            job["run_id"],
+            job["probe_id"],
+            job["owner_id"],
+            job["attempt"],
+            result,
+            _usage_note(answer),
+            _usage_note(grade) if grade else "",
+        )
+        return failure is None
 
     # ---- shared steps ------------------------------------------------------------------------
 
@@ -204,20 +352,28 @@ class Worker:
         release_query: str,
         release_args: dict,
     ) -> Outcome:
-        """Call the model on the owner's own key when they stored one, else the deployment's. Any
-        failure becomes an Outcome the queue retries; an interrupt releases the row and propagates."""
+        """Call the model on the owner's own key when they stored one, else the deployment's. A provider,
+        network or parse failure becomes an Outcome the queue retries; anything else (an interrupt, a
+        bug) releases the row and propagates."""
         reply = None
         byok = False
         try:
-            api_key = _scalar(
-                conn,
-                "owner_provider_key",
-                {
-                    "owner_id": job["owner_id"],
-                    "provider": llm.provider_of(model),
-                    "passphrase": self.config.key_encryption_key,
-                },
-            )
+            try:
+                api_key = _scalar(
+                    conn,
+                    "owner_provider_key",
+                    {
+                        "owner_id": job["owner_id"],
+                        "provider": llm.provider_of(model),
+                        "passphrase": self.config.key_encryption_key,
+                    },
+                )
+            except psycopg.DatabaseError as exc:
+                if conn.broken:
+                    raise  # the database went away: reconnect, the lease brings the row back
+                # The owner's key cannot be opened (no passphrase, a wrong one): never swap in the
+                # deployment's key; the row waits, and says why, until the operator fixes it.
+                return Outcome(None, False, failure=describe(exc))
             byok = api_key is not None
             reply = llm.call(
                 self.complete,
@@ -228,11 +384,16 @@ class Worker:
                 timeout=self.config.timeout_seconds,
             )
             return Outcome(reply, byok, value=parse(reply.text))
-        except Exception as exc:
+        except RETRYABLE as exc:
             return Outcome(reply, byok, failure=describe(exc))
-        except BaseException:
-            conn.execute(query(release_query), {**release_args, "failure": "the worker was interrupted"})
-            log.info("%s: interrupted, row released", release_query.removeprefix("release_"))
+        except BaseException as exc:
+            why = "the worker was interrupted" if isinstance(exc, KeyboardInterrupt) else f"worker bug: {describe(exc)}"
+            try:
+                conn.execute(query(release_query), {**release_args, "failure": why})
+            except psycopg.Error as lost:
+                log.warning("could not release the row (%s); its lease brings it back", describe(lost))
+            else:
+                log.error("%s: %s, row released", release_query.removeprefix("release_"), why)
             raise
 
     def _meter(self, conn: psycopg.Connection, purpose: str, model: str, job: dict, outcome: Outcome) -> None:
@@ -250,18 +411,23 @@ class Worker:
                 "input_tokens": outcome.reply.input_tokens,
                 "output_tokens": outcome.reply.output_tokens,
                 "byok": outcome.byok,
+                "cost_usd": outcome.reply.cost_usd,
             },
         )
 
     def _wait(self, conn: psycopg.Connection) -> None:
         """NOTIFY wakes, polling guarantees: wait at most poll_seconds, in short slices so a stop is prompt."""
         deadline = time.monotonic() + self.config.poll_seconds
-        while not self.stopping.is_set():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return
-            for _ in conn.notifies(timeout=min(remaining, 0.5), stop_after=1):
-                return
+        self._lane_idle(True)
+        try:
+            while not self.stopping.is_set():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                for _ in conn.notifies(timeout=min(remaining, 0.5), stop_after=1):
+                    return
+        finally:
+            self._lane_idle(False)
 
 
 _FAILED = {
@@ -269,7 +435,15 @@ _FAILED = {
     "retired": "failed for the last time, probe retired",
     "skipped": "failed for the last time, recorded as skipped",
     "stale": "failed, and the row had already moved on",
+    "dropped": "failed for the last time, spot-check dropped",
 }
+
+
+def _flag(event: threading.Event, on: bool) -> None:
+    if on:
+        event.set()
+    else:
+        event.clear()
 
 
 def _scalar(conn: psycopg.Connection, name: str, params: dict) -> Any:
@@ -285,25 +459,47 @@ def _usage_note(outcome: Outcome) -> str:
     if outcome.reply is None:
         return ""
     key = "own key" if outcome.byok else "deployment key"
-    return f" [{outcome.reply.input_tokens}+{outcome.reply.output_tokens} tokens, {key}]"
+    cost = "" if outcome.reply.cost_usd is None else f", ${outcome.reply.cost_usd:.6f}"
+    return f" [{outcome.reply.input_tokens}+{outcome.reply.output_tokens} tokens{cost}, {key}]"
 
 
-def run_worker(db_url: str, config: WorkerConfig, once: bool = False) -> int:
-    """The `zm-roi worker` process: keys checked once, SIGTERM finishes the row in hand."""
-    llm.check_keys([config.generation_model, config.judge_model])
+def run_worker(db_url: str, config: WorkerConfig, once: bool = False) -> Worker:
+    """The `zm-roi worker` process: keys checked once, SIGTERM finishes the rows in hand.
+
+    In deterministic mode nothing needs a model (templates write the questions, the judge is a
+    retrieval check), so the keys are only demanded when rows queued in LLM mode are still waiting.
+    """
+    with psycopg.connect(db_url, row_factory=dict_row) as conn:
+        queue = conn.execute(query("worker_queue_state")).fetchone()
+    if queue["extractor"] == "llm" or queue["queued"] > 0:
+        llm.check_keys([config.generation_model, config.judge_model])
     worker = Worker(db_url, config)
 
     def on_sigterm(signum: int, frame: object) -> None:
-        log.info("stopping after the row in hand")
+        log.info("stopping after the rows in hand")
         worker.stop()
 
     signal.signal(signal.SIGTERM, on_sigterm)
+    if queue["extractor"] == "deterministic":
+        log.info(
+            "deterministic mode: questions come from templates and the judge is a retrieval check, "
+            "so no row needs a model%s",
+            f"; draining {queue['queued']} row(s) queued earlier in LLM mode" if queue["queued"] else "",
+        )
     log.info(
-        "worker up: generation %s, judge %s%s",
+        "worker up: generation %s, judge %s, %s call%s in flight at most%s",
         config.generation_model,
         config.judge_model,
+        config.concurrency,
+        "" if config.concurrency == 1 else "s",
         ", draining the queue once" if once else f", woken by NOTIFY roi_work, polling every {config.poll_seconds:g}s",
     )
-    handled = worker.run(once=once)
-    log.info("worker done: %s row%s handled", handled, "" if handled == 1 else "s")
-    return handled
+    worker.run(once=once)
+    log.info(
+        "worker done: %s row%s handled: %s succeeded, %s failed",
+        worker.handled,
+        "" if worker.handled == 1 else "s",
+        worker.succeeded,
+        worker.failed,
+    )
+    return worker

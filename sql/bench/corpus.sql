@@ -185,6 +185,17 @@ begin
 end
 $$;
 
+-- A random 384-dimension unit vector: what the hybrid recall's semantic leg costs does not depend on
+-- what the vectors mean, and embedding a million memories with the real model would take hours.
+-- Drawn last in each insert, after every other draw, so the rest of the corpus is unchanged by it.
+create function bench.random_unit_vector() returns extensions.vector
+  language sql volatile set search_path = ''
+as $$
+  select array_agg(r.x / r.norm order by r.i)::real[]::extensions.vector
+  from (select g.i, g.x, sqrt(sum(g.x * g.x) over ()) as norm
+        from (select i, random() - 0.5 as x from generate_series(1, 384) i) g) r
+$$;
+
 -- The first `count` memories of chunk `chunk` (numbers chunk * chunk_size() onwards): one chunk at
 -- a time keeps every chunk's draws reproducible, whichever connection runs it. Scopes: 25% personal, 60% project, 15% team; kinds: 60% knowledge (decision 25%,
 -- gotcha 20%, convention 15%), 40% episodes; projects and teams skewed so a few are large; titles of
@@ -228,7 +239,7 @@ begin
   group by d.i;
 
   insert into public.memories (id, author_id, scope, project_id, team_id, kind, title, body,
-                               created_at, invalidated_at)
+                               created_at, invalidated_at, embedding, embedding_model)
   select bench.uuid_for(shape.seed, 'memory', d.i),
          case x.scope
            when 'personal' then (select u.user_id from bench.user_roster u
@@ -245,7 +256,8 @@ begin
          upper(left(b.body, 1)) || substr(regexp_replace(left(b.body, d.body_chars), '\s+\S*$', ''), 2) || '.',
          timestamptz '2026-11-01 00:00+00' - d.u_time * interval '365 days',
          case when d.u_gone < 0.05
-           then timestamptz '2026-11-01 00:00+00' - d.u_time * interval '365 days' + interval '7 days' end
+           then timestamptz '2026-11-01 00:00+00' - d.u_time * interval '365 days' + interval '7 days' end,
+         bench.random_unit_vector(), 'bench-random-unit'
   from draws d
   cross join lateral (
     select case when d.u_scope < 0.25 then 'personal' when d.u_scope < 0.85 then 'project'

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psycopg
 
-from zm_roi.bench import corpus, measure, report
+from zm_roi.bench import corpus, latency, measure, report, upkeep_writes
 from zm_roi.bench.cluster import machine, server, throwaway_cluster
 from zm_roi.bench.measure import Plan
 
@@ -24,12 +24,14 @@ CURVE = (10_000, 100_000, 1_000_000)
 DEFAULT_SEED = 42
 
 
-def measure_size(root: Path, size: int, seed: int, plan: Plan, say: Callable[[str], None] = print) -> dict:
+def measure_size(
+    root: Path, size: int, seed: int, plan: Plan, say: Callable[[str], None] = print, owners: int | None = None
+) -> dict:
     """Everything the report shows for one corpus size, measured on its own throwaway cluster."""
     with throwaway_cluster(root, say) as cluster:
         url = cluster.url()
-        say(f"generating {size:,} memories (seed {seed})")
-        build = corpus.build(url, size, seed, say)
+        say(f"generating {size:,} memories (seed {seed}{f', {owners:,} owners' if owners else ''})")
+        build = corpus.build(url, size, seed, say, owners=owners)
         shape = corpus.shape(url)
         with psycopg.connect(url) as conn:
             settings = server(conn)
@@ -41,10 +43,19 @@ def measure_size(root: Path, size: int, seed: int, plan: Plan, say: Callable[[st
         bench = measure.benchmark(url, seed, plan)
         say("measuring: upkeep")
         upkeep = measure.upkeep(url, plan)
+        say("measuring: upkeep after one write, after 100 spread writes")
+        upkeep_writes_figures = upkeep_writes.measure(
+            url, plan.idle_upkeep_calls, plan.one_write_cycles, plan.spread_write_cycles
+        )
         worker = (
             measure.worker(url, plan, say)
             if plan.worker
             else {"status": "measured at the largest size only", "detail": "the queue does not read memories"}
+        )
+        model_latency = (
+            latency.measure(url, plan.model_delay_s, say=say)
+            if plan.worker
+            else {"status": "measured at the largest size only"}
         )
         explain = measure.explain_recall(url, sample) if sample else {}
     return {
@@ -57,7 +68,9 @@ def measure_size(root: Path, size: int, seed: int, plan: Plan, say: Callable[[st
         "recall": recall,
         "benchmark": bench,
         "upkeep": upkeep,
+        "upkeep_writes": upkeep_writes_figures,
         "worker": worker,
+        "model_latency": model_latency,
         "explain": explain,
     }
 
@@ -71,6 +84,7 @@ def run(
     plan: Plan | None = None,
     command: str = "make bench",
     say: Callable[[str], None] = print,
+    owners: int | None = None,
 ) -> tuple[Path, Path]:
     """Measure every size in order and write one report; returns the .md and .json paths."""
     started = datetime.datetime.now(datetime.UTC)
@@ -80,6 +94,7 @@ def run(
         "started_at": started.isoformat(timespec="seconds"),
         "command": command,
         "seed": seed,
+        "owners": owners,
         "plan": (plan or Plan()).__dict__,
         "machine": machine(),
         "sizes": [],
@@ -87,7 +102,7 @@ def run(
     for size in sizes:
         say(f"== {size:,} memories ==")
         this_plan = dataclasses.replace(plan or Plan(), worker=(plan or Plan()).worker and size == sizes[-1])
-        results["sizes"].append(measure_size(root, size, seed, this_plan, say))
+        results["sizes"].append(measure_size(root, size, seed, this_plan, say, owners=owners))
     finished = datetime.datetime.now(datetime.UTC)
     results["finished_at"] = finished.isoformat(timespec="seconds")
     results["seconds"] = round((finished - started).total_seconds(), 1)

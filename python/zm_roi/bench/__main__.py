@@ -1,4 +1,4 @@
-"""python -m zm_roi.bench --size 100k|10k|1m|curve [--seed N] [--out DIR] — what `make bench` runs."""
+"""python -m zm_roi.bench --size 100k|10k|1m|curve [--owners N] [--seed N] [--out DIR] — what `make bench` runs."""
 
 from __future__ import annotations
 
@@ -20,6 +20,9 @@ def main(argv: list[str] | None = None) -> int:
         help="10k, 100k (default), 1m, or curve (10k, 100k and 1m in one report)",
     )
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="corpus seed (default %(default)s)")
+    parser.add_argument(
+        "--owners", type=int, default=None, help="users in the corpus (default 1,000), e.g. 10000 for upkeep at scale"
+    )
     parser.add_argument("--out", default=None, help="report folder (default: bench/results in the checkout)")
     args = parser.parse_args(argv)
     label = args.size.lower()
@@ -29,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
         sizes = [SIZES[label]]
     else:
         print(f"zm-roi bench: unknown size {args.size!r}: use 10k, 100k, 1m or curve", file=sys.stderr)
+        return 2
+    if args.owners is not None and not 1 <= args.owners <= 1_000_000:
+        print(f"zm-roi bench: --owners must be from 1 to 1,000,000, not {args.owners}", file=sys.stderr)
         return 2
     started = time.monotonic()
     try:
@@ -40,8 +46,11 @@ def main(argv: list[str] | None = None) -> int:
             label,
             out,
             seed=args.seed,
-            command=f"make bench SIZE={label}" + (f" SEED={args.seed}" if args.seed != DEFAULT_SEED else ""),
+            command=f"make bench SIZE={label}"
+            + (f" OWNERS={args.owners}" if args.owners else "")
+            + (f" SEED={args.seed}" if args.seed != DEFAULT_SEED else ""),
             say=lambda text: print(text, flush=True),
+            owners=args.owners,
         )
     except UserError as exc:
         print(f"zm-roi bench: {exc}", file=sys.stderr)

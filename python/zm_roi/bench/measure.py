@@ -10,6 +10,8 @@ them alike and their ratios stay meaningful.
 from __future__ import annotations
 
 import json
+import math
+import random
 from dataclasses import dataclass
 
 import psycopg
@@ -21,6 +23,8 @@ from zm_roi.bench.timing import Series, percentile, timed
 from zm_roi.identity import act_as, claims_for
 
 RECALL_MODES = ("pinned_project", "pinned_team", "pinned_personal", "unpinned")
+# The same pinned samples through the hybrid recall (lexical + exact distances over the pinned layer).
+HYBRID_MODES = ("pinned_project", "pinned_team", "pinned_personal")
 # Buckets of the pinned project or team layer (live memories in it), for recall cost by layer size.
 LAYER_BUCKETS = ((0, 1_000, "up to 1,000"), (1_000, 3_000, "1,001 to 3,000"), (3_000, None, "over 3,000"))
 
@@ -40,6 +44,9 @@ class Plan:
     queue_rows: int = 1000  # rows claimed and recorded with no model, for the queue cost
     drain_rows: int = 10_000  # judgments each of the 1, 2 and 4 worker drains works through
     worker: bool = True  # measured once per report, at the largest size
+    one_write_cycles: int = 5  # upkeep cycles after one write to one project
+    spread_write_cycles: int = 3  # upkeep cycles after 100 writes spread over 100 projects
+    model_delay_s: float = 1.0  # the slow model of the latency measurement (with the worker)
 
 
 def _recall_samples(conn: psycopg.Connection, seed: int, n: int) -> dict[str, list[dict]]:
@@ -54,10 +61,16 @@ def _recall_samples(conn: psycopg.Connection, seed: int, n: int) -> dict[str, li
     return samples
 
 
-def _recall_as(conn: psycopg.Connection, sample: dict) -> tuple[float, list[dict]]:
+def _recall_as(conn: psycopg.Connection, sample: dict, name: str = "recall") -> tuple[float, list[dict]]:
     with conn.transaction():
         act_as(conn, claims_for(sample["user_id"]))
-        return timed(lambda: conn.execute(bench_query("recall"), sample).fetchall())
+        return timed(lambda: conn.execute(bench_query(name), sample).fetchall())
+
+
+def _unit_vector(rng: random.Random) -> str:
+    values = [rng.gauss(0, 1) for _ in range(384)]
+    norm = math.sqrt(sum(v * v for v in values))
+    return "[" + ",".join(f"{v / norm:.6f}" for v in values) + "]"
 
 
 def round_trip(url: str, plan: Plan) -> dict:
@@ -74,6 +87,8 @@ def recall(url: str, seed: int, plan: Plan) -> tuple[dict, dict | None]:
 
     Returns the summaries by mode and one pinned project sample, for EXPLAIN."""
     series = {mode: Series() for mode in RECALL_MODES}
+    hybrid = {mode: Series() for mode in HYBRID_MODES}
+    rng = random.Random(seed)  # noqa: S311 - reproducible query vectors, not secrets
     by_layer = {label: Series() for _, _, label in LAYER_BUCKETS}
     found = dict.fromkeys(RECALL_MODES, 0)
     with psycopg.connect(url, row_factory=dict_row) as conn:
@@ -90,11 +105,15 @@ def recall(url: str, seed: int, plan: Plan) -> tuple[dict, dict | None]:
                     ms, rows = _recall_as(conn, sample)
                     series[mode].add(ms)
                     found[mode] += sample["memory_id"] in {row["memory_id"] for row in rows}
+                    if mode in HYBRID_MODES:
+                        ms_hybrid, _ = _recall_as(conn, dict(sample, embedding=_unit_vector(rng)), "recall_hybrid")
+                        hybrid[mode].add(ms_hybrid)
                     if mode in ("pinned_project", "pinned_team"):
                         for low, high, label in LAYER_BUCKETS:
                             if sample["layer_rows"] > low and (high is None or sample["layer_rows"] <= high):
                                 by_layer[label].add(ms)
     summaries = {mode: dict(series[mode].summary(), source_in_top_10=found[mode]) for mode in RECALL_MODES}
+    summaries["hybrid"] = {mode: hybrid[mode].summary() for mode in HYBRID_MODES}
     summaries["pinned_by_layer_rows"] = {label: by_layer[label].summary(raw=False) for label in by_layer}
     layer_sizes = [s["layer_rows"] for mode in ("pinned_project", "pinned_team") for s in samples[mode]]
     summaries["pinned_layer_rows"] = {
@@ -203,22 +222,22 @@ def upkeep(url: str, plan: Plan) -> dict:
         pools = conn.execute(bench_query("pool_summary")).fetchone()
         for _ in range(plan.refill_cycles):
             conn.execute(bench_query("retire_all_probes"))
-            conn.execute(bench_query("move_memory_epoch"))
+            conn.execute(bench_query("mark_every_pool_dirty"))
             ms, row = timed(lambda: conn.execute(bench_query("upkeep")).fetchone())
             refills.add(ms)
             outcomes.append(dict(row[0], kind="refill", ms=round(ms, 1)))
         for _ in range(plan.rotation_cycles):
             conn.execute(bench_query("retire_some_probes"), {"k": 3})
-            conn.execute(bench_query("move_memory_epoch"))
+            conn.execute(bench_query("mark_every_pool_dirty"))
             ms, row = timed(lambda: conn.execute(bench_query("upkeep")).fetchone())
             rotations.add(ms)
             outcomes.append(dict(row[0], kind="rotation", ms=round(ms, 1)))
         conn.execute(bench_query("upkeep"))
-        # Any write to memories or memberships moves the one epoch: the next cycle re-checks every
-        # owner with a pool even when none of them needs anything.
+        # The worst case of the dirty marks: a change that touches every owner (a bulk import, a
+        # reorganisation) makes the next cycle re-check every owner with a pool.
         rechecks = Series()
         for _ in range(plan.recheck_cycles):
-            conn.execute(bench_query("move_memory_epoch"))
+            conn.execute(bench_query("mark_every_pool_dirty"))
             ms, row = timed(lambda: conn.execute(bench_query("upkeep")).fetchone())
             rechecks.add(ms)
             outcomes.append(dict(row[0], kind="recheck", ms=round(ms, 1)))

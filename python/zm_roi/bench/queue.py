@@ -86,6 +86,7 @@ def queue_cost(url: str, worker_url: str, rows: int = 1000) -> dict:
                         "input_tokens": 200,
                         "output_tokens": 30,
                         "byok": False,
+                        "cost_usd": None,
                     },
                 )
                 conn.execute(

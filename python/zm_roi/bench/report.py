@@ -14,9 +14,9 @@ TARGETS = (
         "limit_ms": 10,
         "path": ("recall", "pinned_project", "p50"),
         "why": "recall cost grows with the rows of the pinned layer (see *Recall cost by layer size*): under "
-        "row-level security the GIN index cannot serve `search @@ question` (`@@` is not leakproof, so "
-        "Postgres applies the policy first), and every live memory of the layer is read from the table "
-        "and tested. See bench/README.md for what would reach the target.",
+        "row-level security no index can serve `search @@ question` (`@@` is not leakproof), so every live "
+        "memory of the layer is tested, read from its covering index (an index-only scan). See "
+        "bench/README.md, *Pinned recall at 1M*.",
     },
     {
         "key": "recall_pinned_team",
@@ -24,6 +24,21 @@ TARGETS = (
         "limit_ms": 10,
         "path": ("recall", "pinned_team", "p50"),
         "why": "as for project pins; team layers are the largest (every memory a team shares).",
+    },
+    {
+        "key": "recall_hybrid_project",
+        "what": "pinned hybrid recall p50, project + personal",
+        "limit_ms": 10,
+        "path": ("recall", "hybrid", "pinned_project", "p50"),
+        "why": "the hybrid is its lexical leg plus an exact cosine distance for every embedded memory of the "
+        "layer (1.5 kB vectors from their covering index): about twice the lexical recall.",
+    },
+    {
+        "key": "recall_hybrid_team",
+        "what": "pinned hybrid recall p50, team + personal",
+        "limit_ms": 10,
+        "path": ("recall", "hybrid", "pinned_team", "p50"),
+        "why": "as for project pins, on the largest layers.",
     },
     {
         "key": "recall_pinned_personal",
@@ -79,6 +94,52 @@ TARGETS = (
         "why": "about 18 ms of CPU per call is litellm building and parsing requests, and two cores saturate "
         "at two processes; with a real model the drain is the model's latency over the workers. Calling "
         "OpenAI-compatible endpoints with the openai client directly would cut the overhead.",
+    },
+    {
+        "key": "upkeep_one_write",
+        "what": "upkeep cycle after one new memory in one project (goal set at 10,000 owners), p50",
+        "limit_ms": 50,
+        "path": ("upkeep_writes", "one_write", "p50"),
+        "why": "the cycle visits the project's members with a pool, and each visit re-checks that owner's pool "
+        "as the owner (retire, top up); the cost is members × one owner's care (*upkeep, one owner's empty "
+        "pool filled*).",
+    },
+    {
+        "key": "upkeep_one_invalidation",
+        "what": "upkeep cycle after one invalidation in one project (goal set at 10,000 owners), p50",
+        "limit_ms": 50,
+        "path": ("upkeep_writes", "one_invalidation", "p50"),
+        "why": "an invalidation may retire a probe of any member with a pool, so each is visited: members × one "
+        "owner's care.",
+    },
+    {
+        "key": "upkeep_spread_writes",
+        "what": "upkeep cycle after 100 writes spread over 100 projects (goal set at 10,000 owners), p50",
+        "limit_ms": 2_000,
+        "path": ("upkeep_writes", "spread_writes", "p50"),
+        "why": "as for one write, over the members of 100 projects.",
+    },
+    {
+        "key": "model_latency_pool",
+        "what": "1 s model, one worker: 20-question pool written, from the call that queued it",
+        "limit_ms": 6_000,
+        "path": ("model_latency", "pool_ms"),
+        "why": "the worker's lanes (ZM_WORKER_CONCURRENCY) bound the calls in flight: 20 calls take "
+        "ceil(20 / lanes) model round trips.",
+    },
+    {
+        "key": "model_latency_run",
+        "what": "1 s model, one worker: 20-probe run judged, from the call that started it",
+        "limit_ms": 6_000,
+        "path": ("model_latency", "run_ms"),
+        "why": "as for the pool.",
+    },
+    {
+        "key": "model_latency_memory",
+        "what": "worker peak memory with 8 calls in flight (MB)",
+        "limit_mb": 300,
+        "path": ("model_latency", "peak_rss_mb"),
+        "why": "",
     },
     {
         "key": "worker_peak_memory",
@@ -174,6 +235,10 @@ def _measurement_rows(r: dict) -> list[list]:
     for mode, label in labels.items():
         s = recall[mode]
         rows.append(_series_row(label, s, f"source memory in the top 10: {s['source_in_top_10']} of {s['n']}"))
+        h = recall.get("hybrid", {}).get(mode)
+        if h and s.get("p50") and h.get("p50"):
+            note = f"same samples, random unit vectors; {h['p50'] / s['p50']:.2f}× the lexical p50"
+            rows.append(_series_row(f"{label}, hybrid", h, note))
     rows += [
         _series_row(
             "benchmark_memory(), full pool of 20",
@@ -213,7 +278,7 @@ def _measurement_rows(r: dict) -> list[list]:
         _series_row(
             "upkeep after a memory changed somewhere (one cycle)",
             upkeep.get("recheck_all_owners"),
-            _cycle_note(upkeep, "recheck") + "; the epoch is global, so every pool is re-checked",
+            _cycle_note(upkeep, "recheck") + "; every owner marked dirty, the worst case",
         ),
         _series_row("upkeep, one owner's empty pool filled", upkeep["fill_one_owner"], "roi.upkeep_owner(), per owner"),
     ]
@@ -240,6 +305,75 @@ def _measurement_rows(r: dict) -> list[list]:
             ]
         )
     return rows
+
+
+def _upkeep_writes_rows(r: dict) -> list[str]:
+    """Issue 13: what a cycle costs after writes, and how many owners it visited against how many it should."""
+    writes = r.get("upkeep_writes") or {}
+    if writes.get("status") != "measured":
+        return []
+
+    def visits(kind: str) -> str:
+        cycles = [c for c in writes["cycles"] if c["kind"] == kind]
+        return "; ".join(f"{c['owners']:,} visited of {c['expected']:,} expected" for c in cycles[:3])
+
+    rows = [
+        _series_row("idle cycle", writes["idle"], f"{writes['idle_owners_visited']} owners visited"),
+        _series_row("one new memory in one project, then a cycle", writes["one_write"], visits("one_write")),
+        _series_row(
+            "one invalidation in one project, then a cycle", writes.get("one_invalidation"), visits("one_invalidation")
+        ),
+        _series_row(
+            f"{writes['spread']} writes spread over {writes['spread']} projects, then a cycle",
+            writes["spread_writes"],
+            visits("spread_writes"),
+        ),
+    ]
+    return [
+        "",
+        "### Upkeep after writes",
+        "",
+        f"{r['corpus']['users']:,} users. Each write is made as a member of the project (role `authenticated`), "
+        "so the triggers mark the project as a user's write would. *Expected*: after a new memory, the members "
+        "whose pool is not full (a full pool has nothing to take until its next rotation); after an "
+        "invalidation, every member with a pool (it may retire one of their probes).",
+        "",
+        *_table(["measurement", "n", "p50 ms", "p95 ms", "owners visited"], rows),
+    ]
+
+
+def _latency_rows(r: dict) -> list[str]:
+    """Issue 13: how long a user waits for questions and verdicts with a model that takes seconds."""
+    latency = r.get("model_latency") or {}
+    if latency.get("status") != "measured":
+        return []
+    delay = latency["model_delay_s"]
+    return [
+        "",
+        f"### Waiting for a {delay:g} s model",
+        "",
+        f"One `zm-roi worker` process (ZM_WORKER_CONCURRENCY={latency['concurrency']}), a local "
+        f"OpenAI-compatible endpoint that answers each call after {delay:g} s; timed from the "
+        "benchmark_memory() call that queued the work until the database shows it done.",
+        "",
+        *_table(
+            ["what the user waits for", "seconds", "notes"],
+            [
+                [
+                    "20-question pool written",
+                    f"{latency['pool_ms'] / 1000:.1f}",
+                    f"first call: {latency['first_call']}",
+                ],
+                ["20-probe run judged", f"{latency['run_ms'] / 1000:.1f}", f"{latency['run_probes']} probes"],
+                [
+                    "worker peak memory",
+                    "–",
+                    f"{latency['peak_rss_mb']:.0f} MB; {latency['model_calls']} model calls; "
+                    f"exit code {latency['exit_code']} after SIGTERM",
+                ],
+            ],
+        ),
+    ]
 
 
 def _pct(value: float | None) -> str:
@@ -321,6 +455,8 @@ def render(run: dict) -> str:
                 ],
             ),
         ]
+        out += _upkeep_writes_rows(r)
+        out += _latency_rows(r)
     out += ["", f"## Targets (set for 1M memories; measured at {size_name(largest['size'])})", ""]
     rows = []
     verdicts = assess(largest)
@@ -345,7 +481,9 @@ def render(run: dict) -> str:
             ("client-side loop", ("benchmark", "client_loop", "p50")),
             ("upkeep, idle", ("upkeep", "idle", "p50")),
             ("upkeep, refill 1,000 owners", ("upkeep", "refill_all_owners", "p50")),
-            ("upkeep, re-check 1,000 owners", ("upkeep", "recheck_all_owners", "p50")),
+            ("upkeep, re-check every owner", ("upkeep", "recheck_all_owners", "p50")),
+            ("upkeep after one write", ("upkeep_writes", "one_write", "p50")),
+            ("upkeep after 100 spread writes", ("upkeep_writes", "spread_writes", "p50")),
             ("upkeep, one owner's pool", ("upkeep", "fill_one_owner", "p50")),
         ]
         out += _table(

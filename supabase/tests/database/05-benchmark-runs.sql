@@ -1,6 +1,6 @@
 -- benchmark_memory() per the contract, the metric and views, append-only results, timeouts.
 begin;
-select plan(39);
+select plan(42);
 
 select tests.create_user('runner@runs.test');
 select tests.create_user('episodic@runs.test');
@@ -53,6 +53,10 @@ select results_eq($$select exclusive_count::numeric / judged_count = exclusive_r
     exclusive_rate_low <= exclusive_rate and exclusive_rate <= exclusive_rate_high
   from public.roi_benchmark_runs$$, $$values (true, true)$$,
   'exclusive_rate = exclusive / judged, inside its Wilson interval');
+-- The Wilson bounds themselves, against hand-computed values (k = 3, n = 4, z = 1.96).
+select is(roi.wilson_bound(3, 4, false), 0.3006, 'Wilson lower bound for 3 of 4 is 0.3006');
+select is(roi.wilson_bound(3, 4, true), 0.9544, 'Wilson upper bound for 3 of 4 is 0.9544');
+select is(roi.wilson_bound(0, 20, true), 0.1611, 'Wilson upper bound for 0 of 20 is 0.1611, not 0');
 select results_eq($$select state, hint from public.roi_benchmark_tile$$,
   $$select 'ready', format('%s of 20 questions a bare agent could not answer', exclusive_count)
     from public.roi_benchmark_runs$$, 'the tile is ready with the hint sentence');

@@ -50,7 +50,8 @@ select is_empty(
   $$select p.proname from pg_proc p where p.pronamespace = 'roi'::regnamespace
     and has_function_privilege('roi_worker', p.oid, 'execute') and p.proname not in
     ('claim_generation', 'record_question', 'release_generation', 'claim_judgment', 'record_verdict',
-     'release_judgment', 'settle_judgment', 'record_usage', 'owner_provider_key', 'close_run_if_done')$$,
+     'release_judgment', 'settle_judgment', 'record_usage', 'owner_provider_key', 'close_run_if_done',
+     'claim_closed_book', 'record_closed_book', 'release_closed_book')$$,
   'roi_worker executes its own verbs (and what they call) and nothing else in roi');
 
 -- Who sees what: 1 issue first (the superuser sees every probe), then the worker's view.

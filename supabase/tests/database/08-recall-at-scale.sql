@@ -59,8 +59,8 @@ select is(
   (select array_agg(title) from public.recall('lattice', match_count => 3)),
   (select array_agg(title) from (
      select m.title from public.memories m where m.invalidated_at is null and m.search @@ public.recall_query('lattice')
-     order by ts_rank_cd(m.search, public.recall_query('lattice'), 1) desc, m.created_at desc, m.id limit 3) best),
-  'ranking and limit are unchanged: best score first, then newest');
+     order by ts_rank(m.search, public.recall_query('lattice'), 1) desc, m.created_at desc, m.id limit 3) best),
+  'ranking and limit: best ts_rank first (recall_index_only), then newest');
 select tests.clear_authentication();
 
 -- A caller with no identity (here the superuser, as maintenance would be) has no layers of its own:

@@ -1,0 +1,161 @@
+"""python -m zm_roi.bench.recall_quality — how often recall puts the source memory in its top 10.
+
+Measured on real engineering memories nobody on this team wrote (`../shared/eval`, read at run time,
+never copied into the repo) with two question sets, each pinned to the source's project as the
+benchmark pins it: paraphrased questions we wrote ourselves (`bench/eval/adr-paraphrases.jsonl`,
+a line number of the corpus and our question; no corpus text) and the deterministic templates.
+For each set: hit@10, hit@1 and MRR@10 for the lexical recall, the semantic leg alone and the
+hybrid recall, plus the fusion weights tried on the paraphrases (how the bundled weights were chosen).
+Embeddings come from the offline default model; no network.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import psycopg
+
+from zm_roi import embeddings
+from zm_roi.bench.cluster import throwaway_cluster
+from zm_roi.bench.sql import bench_query
+from zm_roi.identity import act_as, claims_for
+from zm_roi.importer import MemoryLine, Target, insert_memories
+from zm_roi.localdb import project_root
+
+EMAIL = "eval@zm-roi.example"
+RRF_K = 50
+LEGS: dict[int, list] = {}  # raw legs per question set, for --dump
+WEIGHTS = (0.5, 1.0, 1.5, 2.0, 3.0)  # semantic weight, lexical fixed at 1.0
+
+
+def load(conn: psycopg.Connection, corpus: list[dict]) -> dict:
+    by_project: dict[str, list[MemoryLine]] = defaultdict(list)
+    for row in corpus:
+        by_project[row["project"]].append(MemoryLine(kind=row["kind"], title=row["title"], body=row["body"]))
+    for project, lines in by_project.items():
+        insert_memories(conn, lines, Target(EMAIL, project=project))
+    user_id = conn.execute("select id from auth.users where email = %s", (EMAIL,)).fetchone()[0]
+    ids = {(p, t, b): i for i, p, t, b in conn.execute(bench_query("quality_memory_ids"), {"user_id": user_id})}
+    projects = dict(conn.execute("select name, id from public.projects").fetchall())
+    return {"user_id": user_id, "ids": ids, "projects": projects}
+
+
+def rank_of(target, ranked: list) -> int | None:
+    return ranked.index(target) + 1 if target in ranked[:10] else None
+
+
+def fuse(lexical: list, semantic: list, weight: float) -> list:
+    score: dict = defaultdict(float)
+    for rank, memory in enumerate(lexical, start=1):
+        score[memory] += 1.0 / (RRF_K + rank)
+    for rank, memory in enumerate(semantic, start=1):
+        score[memory] += weight / (RRF_K + rank)
+    return sorted(score, key=lambda m: -score[m])
+
+
+def metrics(ranks: list[int | None]) -> dict:
+    n = len(ranks)
+    return {
+        "n": n,
+        "hit10": sum(r is not None for r in ranks),
+        "hit1": sum(r == 1 for r in ranks),
+        "mrr": round(sum(1 / r for r in ranks if r) / n, 3),
+    }
+
+
+def evaluate(conn: psycopg.Connection, data: dict, questions: list[tuple]) -> dict:
+    """questions: (question text, target memory id, project name). Runs as the evaluation user."""
+    vectors = embeddings.embed([q for q, _, _ in questions], as_query=True, model=embeddings.OFFLINE_MODEL).vectors
+    ranks: dict[str, list] = defaultdict(list)
+    legs = LEGS.setdefault(len(LEGS), [])
+    act_as(conn, claims_for(data["user_id"], EMAIL))
+    for (question, target, project), vector in zip(questions, vectors, strict=True):
+        args = {
+            "question": question,
+            "project_id": data["projects"][project],
+            "count": 20,
+            "embedding": embeddings.literal(vector),
+        }
+        lexical_rows = conn.execute(bench_query("quality_lexical_leg"), args).fetchall()
+        semantic_rows = conn.execute(bench_query("quality_semantic_leg"), args).fetchall()
+        lexical = [r[0] for r in lexical_rows]
+        semantic = [r[0] for r in semantic_rows]
+        legs.append(
+            {
+                "target": str(target),
+                "lexical": [(str(i), float(s)) for i, s in lexical_rows],
+                "semantic": [(str(i), float(s)) for i, s in semantic_rows],
+            }
+        )
+        hybrid = [r[0] for r in conn.execute(bench_query("quality_hybrid"), args)]
+        ranks["lexical"].append(rank_of(target, lexical))
+        ranks["semantic"].append(rank_of(target, semantic))
+        ranks["hybrid"].append(rank_of(target, hybrid))
+        for weight in WEIGHTS:
+            ranks[f"rrf semantic x{weight}"].append(rank_of(target, fuse(lexical, semantic, weight)))
+    conn.execute("reset role")
+    return {name: metrics(r) for name, r in ranks.items()}
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+def _key(row: dict) -> tuple:
+    """A corpus memory's identity once imported (titles alone repeat across repositories)."""
+    return (row["project"], row["title"], row["body"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    root = project_root()
+    parser = argparse.ArgumentParser(prog="python -m zm_roi.bench.recall_quality", description=__doc__)
+    parser.add_argument("--corpus", default=str(root.parent / "shared" / "eval" / "public-adr-corpus.jsonl"))
+    parser.add_argument("--dump", help="write both legs of every question (ids and scores) as JSON here")
+    parser.add_argument("--questions", default=str(root / "bench" / "eval" / "adr-paraphrases.jsonl"))
+    args = parser.parse_args(argv)
+    corpus_path = Path(args.corpus)
+    if not corpus_path.exists():
+        print(f"zm-roi bench: no evaluation corpus at {corpus_path} (pass --corpus)", file=sys.stderr)
+        return 2
+    corpus = [json.loads(line) for line in corpus_path.read_text(encoding="utf-8").splitlines()]
+    paraphrases = [json.loads(line) for line in Path(args.questions).read_text(encoding="utf-8").splitlines()]
+    with throwaway_cluster(root, say=_say) as cluster, psycopg.connect(cluster.url()) as conn:
+        _say(f"importing and embedding {len(corpus)} memories")
+        data = load(conn, corpus)
+        conn.commit()
+        para = [
+            (p["question"], data["ids"][_key(corpus[p["line"] - 1])], corpus[p["line"] - 1]["project"])
+            for p in paraphrases
+        ]
+        templated = [
+            (q, i, p) for i, p, q in conn.execute(bench_query("quality_templates"), {"user_id": data["user_id"]})
+        ]
+        results = {"paraphrased": evaluate(conn, data, para), "templated": evaluate(conn, data, templated)}
+    print(render(results))
+    if args.dump:
+        Path(args.dump).write_text(json.dumps(LEGS))
+    return 0
+
+
+def render(results: dict) -> str:
+    lines = []
+    for name, table in results.items():
+        n = next(iter(table.values()))["n"]
+        lines += [
+            f"### {name} questions ({n}), pinned to the source's project",
+            "",
+            "| recall | hit@10 | hit@1 | MRR@10 |",
+            "| --- | --- | --- | --- |",
+        ]
+        for recall, m in table.items():
+            lines.append(f"| {recall} | {m['hit10']}/{n} ({m['hit10'] / n:.0%}) | {m['hit1']} | {m['mrr']:.3f} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

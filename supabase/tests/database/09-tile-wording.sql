@@ -1,0 +1,66 @@
+-- The tile view words every state itself: a finished run whose every question was skipped is
+-- `no_score` (not `ready` with "Judging…" forever), and deterministic runs carry the caveat saying
+-- which figure their strict check bounds in which direction; LLM runs carry none.
+begin;
+select plan(9);
+
+select tests.create_user('skipped@tile.test');
+select tests.create_user('strict@tile.test');
+insert into public.memories (author_id, scope, kind, title, body)
+select tests.user_id(u), 'personal', 'decision', 'Tile fact ' || i || ' ' || u, 'Body of tile fact ' || i
+from generate_series(1, 3) i, unnest(array['skipped@tile.test', 'strict@tile.test']) u;
+
+-- LLM mode: a run is started, then the judge fails for every question.
+update roi.settings set extractor = 'llm';
+select tests.authenticate_as('skipped@tile.test');
+select is(public.benchmark_memory() ->> 'status', 'generating', 'LLM mode: the pool is queued');
+select tests.clear_authentication();
+update roi.probes set question = 'What about ' || source_title || '?', state = 'active', activated_at = now()
+where owner_id = tests.user_id('skipped@tile.test');
+select tests.authenticate_as('skipped@tile.test');
+create temporary table started on commit drop as select (public.benchmark_memory() ->> 'run_id')::uuid as run_id;
+select results_eq($$select state, hint from public.roi_benchmark_tile$$,
+  $$values ('judging', 'Judging 3 questions from your memory…')$$, 'while judged: judging, with the count');
+select tests.clear_authentication();
+insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, skipped, skip_reason, judged_by)
+select j.run_id, j.probe_id, j.owner_id, p.memory_id, true, 'judge_failed', 'llm'
+from roi.judgments j join roi.probes p on p.id = j.probe_id where j.run_id = (select run_id from started);
+select ok(roi.close_run_if_done((select run_id from started)), 'every question skipped: the run closes');
+
+select tests.authenticate_as('skipped@tile.test');
+select is((select status from public.roi_benchmark_runs), 'complete', 'the run is complete');
+select results_eq($$select state, exclusive_rate, caveat from public.roi_benchmark_tile$$,
+  $$values ('no_score', null::numeric, null::text)$$,
+  'a finished run with nothing judged is no_score: no rate, never ready');
+select is((select hint from public.roi_benchmark_tile),
+  'None of the latest run''s 3 questions could be judged: ask your agent to run benchmark_memory again.',
+  'the hint says what happened and what to do, not "Judging…"');
+select tests.clear_authentication();
+
+-- Deterministic mode: the rate comes with the sentence that says what it bounds.
+update roi.settings set extractor = 'deterministic';
+select tests.authenticate_as('strict@tile.test');
+select is(public.benchmark_memory() ->> 'status', 'started', 'deterministic: a run at once');
+select results_eq($$select state, caveat from public.roi_benchmark_tile$$,
+  $$values ('ready', 'In deterministic mode only the source memory counts as an answer, so search success is if '
+    'anything under-counted, and no question is assumed answerable without memory, so this rate is an upper bound '
+    'on what only memory knows.')$$, 'a deterministic score carries the caveat');
+select tests.clear_authentication();
+
+-- An LLM-judged score carries none.
+insert into roi.runs (owner_id, mode, probe_count, started_at)
+select tests.user_id('skipped@tile.test'), 'llm', 1, now() + interval '1 minute';
+insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, with_memory, without_memory, judged_by)
+select r.id, p.id, r.owner_id, p.memory_id, true, false, 'llm'
+from roi.runs r join roi.probes p on p.owner_id = r.owner_id
+where r.owner_id = tests.user_id('skipped@tile.test') and r.id <> (select run_id from started) limit 1;
+insert into roi.run_closures (run_id, owner_id, reason)
+select id, owner_id, 'complete' from roi.runs
+where owner_id = tests.user_id('skipped@tile.test') and id <> (select run_id from started);
+select tests.authenticate_as('skipped@tile.test');
+select results_eq($$select state, exclusive_rate, caveat from public.roi_benchmark_tile$$,
+  $$values ('ready', 1.0000::numeric, null::text)$$, 'an LLM-judged score: ready, no caveat');
+select tests.clear_authentication();
+
+select * from finish();
+rollback;

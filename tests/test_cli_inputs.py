@@ -1,0 +1,164 @@
+"""Odd but realistic input to every command: one line saying what is wrong and what to do, exit 2, no
+traceback and no hang. Each case below printed a traceback, hung, or gave the wrong diagnosis before."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from tests.conftest import ROOT
+from zm_roi import localdb, settings
+from zm_roi.errors import database_error
+
+INHERITED = ("ZM_DB_URL", "ZM_DB_HOME", "ZM_DB_PORT", "ZM_ACCESS_TOKEN", "SUPABASE_URL", "SUPABASE_ANON_KEY")
+
+
+def zm(*args: str, **env: str) -> subprocess.CompletedProcess:
+    merged = {key: value for key, value in os.environ.items() if key not in INHERITED}
+    merged.update(env)
+    return subprocess.run(
+        [sys.executable, "-m", "zm_roi.cli", *args], capture_output=True, text=True, env=merged, cwd=ROOT, timeout=120
+    )
+
+
+def one_line_error(result: subprocess.CompletedProcess, expected: str) -> None:
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith("zm-roi: ") and result.stderr.count("\n") == 1, result.stderr
+    assert expected in result.stderr, result.stderr
+
+
+@pytest.fixture
+def jsonl(tmp_path) -> Path:
+    path = tmp_path / "m.jsonl"
+    path.write_text('{"title": "Pin the SDK", "body": "We pin it at 4.2.", "kind": "decision"}\n')
+    return path
+
+
+def test_bad_arguments_are_one_line_errors(db_url, email, jsonl, tmp_path):
+    cases = [
+        (["import", str(tmp_path), "--user", email], "is a directory"),
+        (["import", str(jsonl), "--user", email, "--project", " "], "--project must name a project"),
+        (["import", str(jsonl), "--user", " "], "is not an email address"),
+        (["recall", "word " * 20_000, "--user", email], "ask in at most 2,000"),
+        (["recall", "   ", "--user", email], "the question is empty"),
+        (["dashboard", "--out", str(tmp_path / "missing" / "x.html")], "does not exist"),
+    ]
+    for args, expected in cases:
+        one_line_error(zm(*args, ZM_DB_URL=db_url), expected)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["recall", "q", "--user", "a@b.co", "--limit", "0"], "--limit: a number of memories from 1 to 100, not '0'"),
+        (["recall", "q", "--user", "a@b.co", "--limit", "99999999999"], "from 1 to 100"),
+        (["token", "--user", "a@b.co", "--ttl", "99999999999999"], "--ttl: a lifetime in seconds from 1"),
+        (["dashboard", "--serve", "70000"], "--serve: a port from 0 to 65,535, not '70000'"),
+    ],
+)
+def test_numbers_out_of_range_are_refused_before_anything_runs(args, expected):
+    result = zm(*args)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert expected in result.stderr
+
+
+def test_a_database_without_the_migrations_says_to_apply_them(cluster):
+    """Before: `configure` on a database without the migrations printed a traceback."""
+    with psycopg.connect(cluster.url(), autocommit=True) as conn:
+        conn.execute("drop database if exists bare")
+        conn.execute("create database bare")
+    try:
+        one_line_error(zm("configure", ZM_DB_URL=cluster.url(dbname="bare")), "`zm-roi db up`")
+    finally:
+        with psycopg.connect(cluster.url(), autocommit=True) as conn:
+            conn.execute("drop database bare with (force)")
+
+
+def test_a_malformed_database_url_is_a_one_line_error():
+    one_line_error(zm("configure", ZM_DB_URL="not a url"), "check ZM_DB_URL")
+
+
+def test_a_peer_that_accepts_and_never_answers_is_given_up_on():
+    """Before: the command waited forever on a listener that accepted the connection and said nothing."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        url = f"postgresql://u:p@127.0.0.1:{silent.getsockname()[1]}/db"
+        started = time.monotonic()
+        result = zm("recall", "anything", "--user", "a@b.co", ZM_DB_URL=url, PGCONNECT_TIMEOUT="2")
+    one_line_error(result, "cannot reach the database")
+    assert time.monotonic() - started < 60
+
+
+def test_the_embedded_commands_never_write_to_whatever_else_listens_on_the_port(cluster, jsonl, tmp_path):
+    """Before: with no embedded database in ZM_DB_HOME, `import` wrote into the cluster that happened to
+    listen on ZM_DB_PORT (another checkout's, on a shared machine)."""
+    env = {"ZM_DB_HOME": str(tmp_path / "db"), "ZM_DB_PORT": str(cluster.port)}
+    result = zm("import", str(jsonl), "--user", "stray@example.test", **env)
+    one_line_error(result, "there is no embedded database in")
+    assert "run `zm-roi db up`" in result.stderr
+    with psycopg.connect(cluster.url()) as conn:
+        assert conn.execute("select count(*) from auth.users where email = 'stray@example.test'").fetchone()[0] == 0
+
+
+def test_database_errors_say_what_they_mean(cluster, db_url):
+    """The one mapper: a library the server cannot load (what apt's upgrade under a running server
+    causes) says to restart it; the parser's stack overflow is a too-large request, not "cannot reach"."""
+    # The server's OS user must read it, so not pytest's private tmp_path.
+    with tempfile.TemporaryDirectory(prefix="zm-roi-lib-") as folder:
+        Path(folder).chmod(0o755)
+        fake = Path(folder) / "plpgsql.so"
+        fake.write_text("not a shared object")
+        fake.chmod(0o644)
+        with psycopg.connect(db_url, autocommit=True) as conn, pytest.raises(psycopg.Error) as caught:
+            conn.execute(sql.SQL("load {}").format(sql.Literal(str(fake))))
+        stale = str(database_error(caught.value))
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        with pytest.raises(psycopg.Error) as caught:
+            conn.execute("select count(*) from public.recall(%s)", ("word " * 20_000,))
+        deep = str(database_error(caught.value))
+    assert "could not load library" in stale and "`zm-roi db up`" in stale and "restart" in stale
+    assert deep.startswith("the request is too large for the database"), deep
+    assert "cannot reach" not in deep
+
+
+def test_db_status_and_down_act_on_the_port_the_cluster_really_runs_on(cluster):
+    """Before: both printed and used ZM_DB_PORT, whatever port the cluster was started on."""
+    env = {"ZM_DB_HOME": str(cluster.home), "ZM_DB_PORT": str(localdb.free_port())}
+    status = zm("db", "status", **env)
+    assert status.returncode == 0 and f"on 127.0.0.1:{cluster.port} " in status.stdout
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        ("ZM_MODEL_TIMEOUT_SECONDS", "inf", "ZM_MODEL_TIMEOUT_SECONDS must be a positive number of seconds"),
+        ("ZM_WORKER_POLL_SECONDS", "nan", "ZM_WORKER_POLL_SECONDS must be a positive number of seconds"),
+        ("ZM_DB_PORT", "70000", "ZM_DB_PORT must be a port number"),
+        ("ZM_EXTRACTOR", "gpt", "ZM_EXTRACTOR must be one of llm, deterministic"),
+    ],
+)
+def test_malformed_settings_are_one_line_errors(name, value, expected):
+    """Before: "inf" and "nan" were accepted as timeouts (a call that never times out)."""
+    one_line_error(zm("configure", **{name: value}), expected)
+
+
+def test_an_empty_port_setting_means_the_default():
+    assert settings.load({"ZM_DB_PORT": " "}).db_port == settings.DEFAULT_PORT
+
+
+def test_recall_in_a_misspelt_project_suggests_the_near_name(db_url, email, jsonl):
+    project = f"atlas-{email[5:13]}"
+    assert zm("import", str(jsonl), "--user", email, "--project", project, ZM_DB_URL=db_url).returncode == 0
+    result = zm("recall", "sdk", "--user", email, "--project", project.upper(), ZM_DB_URL=db_url)
+    one_line_error(result, f"no project named {project.upper()!r}; did you mean {project!r}?")

@@ -1,0 +1,64 @@
+"""Settings stay where the user put them, and switching LLM → deterministic strands nothing: pending
+probes get their template questions and an open LLM run closes, so the next call starts a run."""
+
+from __future__ import annotations
+
+import psycopg
+
+from tests.support import activate_pending_probes, benchmark, extractor, user_with_knowledge
+from zm_roi.queries import query
+
+
+def set_mode(db_url: str, mode: str) -> None:
+    with psycopg.connect(db_url) as conn:
+        conn.execute(query("set_extractor"), {"extractor": mode})
+
+
+def test_deterministic_mode_takes_over_probes_left_pending_by_llm_mode(db_url, email):
+    """Before: "generating, 0 of 2" forever, since no worker writes questions in deterministic mode."""
+    user_id = user_with_knowledge(db_url, email, count=2)
+    with extractor(db_url, "llm"):
+        assert benchmark(db_url, user_id)["status"] == "generating"
+        set_mode(db_url, "deterministic")
+        started = benchmark(db_url, user_id)
+    assert started["status"] == "started" and started["probes"] == 2
+    with psycopg.connect(db_url) as conn:
+        questions = conn.execute(
+            "select question from roi.probes where owner_id = %s and state = 'active' order by question", (user_id,)
+        ).fetchall()
+    assert [q for (q,) in questions] == [f'What did we decide about "Fact {n} of {email}", and why?' for n in (1, 2)]
+
+
+def test_deterministic_mode_closes_the_open_llm_run_and_starts_its_own(db_url, email):
+    """Before: `in_progress` until the run timeout (15 minutes), since no worker judges in deterministic mode."""
+    user_id = user_with_knowledge(db_url, email, count=3)
+    with extractor(db_url, "llm"):
+        benchmark(db_url, user_id)
+        activate_pending_probes(db_url, user_id)
+        llm_run = benchmark(db_url, user_id)
+        assert llm_run["status"] == "started"
+        assert benchmark(db_url, user_id)["status"] == "in_progress"
+        set_mode(db_url, "deterministic")
+        own = benchmark(db_url, user_id)
+    assert own["status"] == "started" and own["run_id"] != llm_run["run_id"]
+    with psycopg.connect(db_url) as conn:
+        left = conn.execute(
+            "select count(*) filter (where skip_reason = 'mode_changed'), count(*) from roi.verdicts where run_id = %s",
+            (llm_run["run_id"],),
+        ).fetchone()
+        queued = conn.execute("select count(*) from roi.judgments where run_id = %s", (llm_run["run_id"],)).fetchone()
+        runs = conn.execute(
+            "select r.mode, c.reason from roi.runs r left join roi.run_closures c on c.run_id = r.id "
+            "where r.owner_id = %s order by r.started_at",
+            (user_id,),
+        ).fetchall()
+    assert left == (3, 3) and queued == (0,)
+    assert runs == [("llm", "complete"), ("deterministic", "complete")]
+
+
+def test_llm_mode_keeps_its_pending_probes_for_the_worker(db_url, email):
+    """The takeover is deterministic mode's alone: in LLM mode pending probes wait for the worker."""
+    user_id = user_with_knowledge(db_url, email, count=2)
+    with extractor(db_url, "llm"):
+        assert benchmark(db_url, user_id)["status"] == "generating"
+        assert benchmark(db_url, user_id)["status"] == "generating"

@@ -1,0 +1,213 @@
+"""Issue 12 end to end with the real offline embedding model: the hybrid recall finds a paraphrase the
+lexical recall misses, `zm-roi configure --recall-function` refuses what breaks the contract in one
+line and leaves the setting alone, `zm-roi recall --json`, and every embedding call is metered (import,
+backfill as roi_embedder, the worker's questions)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import psycopg
+import pytest
+
+from tests.support import as_user, benchmark, extractor, knowledge, remove_users
+from tests.worker_support import GENERATION_MODEL, JUDGE_MODEL, ScriptedModel, default_answer, fetch
+from zm_roi import cli, embeddings, localdb
+from zm_roi.backfill import backfill
+from zm_roi.importer import MemoryLine, Target, insert_memories
+from zm_roi.recall import recall_hits
+from zm_roi.worker import Worker, WorkerConfig
+
+# Our own writing. The paraphrase shares no content word with the memory it asks about.
+MEMORIES = [
+    ("decision", "Blue-green cutover for the billing API", "Traffic moves to the idle stack after smoke checks pass."),
+    ("gotcha", "Invoice PDFs render in UTC", "The renderer ignores the account's timezone, so dates can be a day off."),
+    ("convention", "Feature flags name an owner", "Every flag names an owning team in its description."),
+]
+PARAPHRASE = "How do we ship a new version without taking customers offline?"
+
+
+@pytest.fixture(autouse=True)
+def _offline_embeddings(monkeypatch):
+    """The suite runs with embeddings off (conftest); these tests use the real offline model."""
+    monkeypatch.setenv("ZM_EMBEDDING_MODEL", embeddings.OFFLINE_MODEL)
+
+
+@pytest.fixture
+def project_user(db_url, email):
+    project = f"hyb-{uuid.uuid4().hex[:10]}"
+    # Plus five unrelated memories, so that the top 3 of the semantic leg is a real choice.
+    lines = [MemoryLine(kind=k, title=t, body=b) for k, t, b in MEMORIES] + knowledge(5)
+    with psycopg.connect(db_url) as conn, conn.transaction():
+        insert_memories(conn, lines, Target(email, project=project))
+        user_id = conn.execute("select id from auth.users where email = %s", (email,)).fetchone()[0]
+    yield email, project, user_id
+    remove_users(db_url, [user_id])
+    with psycopg.connect(db_url) as conn:
+        conn.execute("delete from public.projects where name = %s", (project,))
+
+
+@pytest.fixture
+def recall_setting(db_url):
+    """roi.settings.recall_function put back after the test."""
+    with psycopg.connect(db_url) as conn:
+        before = conn.execute("select recall_function from roi.settings").fetchone()[0]
+    yield
+    with psycopg.connect(db_url) as conn:
+        conn.execute("update roi.settings set recall_function = %s", (before,))
+
+
+def embedder_url(db_url: str) -> str:
+    """The test cluster as the least-privilege backfill role, as `zm-roi embed` connects locally."""
+    return db_url.replace("postgres:postgres@", f"roi_embedder:{localdb.EMBEDDER_PASSWORD}@")
+
+
+def configure(db_url, monkeypatch, capsys, name: str) -> tuple[int, str, str]:
+    monkeypatch.setenv("ZM_DB_URL", db_url)
+    code = cli.main(["configure", "--recall-function", name])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_hybrid_finds_the_paraphrase_the_lexical_recall_misses(db_url, project_user, recall_setting):
+    email, project, user_id = project_user
+    with psycopg.connect(db_url) as conn:
+        conn.execute("select roi.configure_recall('public.recall_lexical')")
+    assert recall_hits(db_url, PARAPHRASE, email, project, 3) == []
+    with psycopg.connect(db_url) as conn:
+        conn.execute("select roi.configure_recall('public.recall')")
+    hits = recall_hits(db_url, PARAPHRASE, email, project, 3)
+    assert MEMORIES[0][1] in [h["title"] for h in hits], "the hybrid brings the paraphrased memory into the top 3 of 8"
+    assert [h["rank"] for h in hits] == [1, 2, 3]
+
+
+def test_configure_refuses_a_broken_recall_in_one_line_and_keeps_the_setting(
+    db_url, monkeypatch, capsys, recall_setting
+):
+    with psycopg.connect(db_url) as conn:
+        conn.execute(
+            """create or replace function public.zz_definer_recall(query text, project_id uuid, team_id uuid,
+                 match_count integer, personal_only boolean)
+               returns table (memory_id uuid, title text, body text, score real)
+               language sql stable security definer set search_path = ''
+               as $$ select null::uuid, null::text, null::text, null::real where false $$"""
+        )
+    try:
+        for name, message in (
+            ("public.zz_definer_recall", "is SECURITY DEFINER"),
+            ("public.recall_query", "must take (query text, project_id uuid"),
+            ("public.no_such_recall", "no function public.no_such_recall"),
+            ("recall", "give the recall function as SCHEMA.NAME"),
+        ):
+            code, out, err = configure(db_url, monkeypatch, capsys, name)
+            assert code == 2 and out == ""
+            assert err.startswith("zm-roi: ") and message in err and err.count("\n") == 1, err
+            with psycopg.connect(db_url) as conn:
+                assert (
+                    conn.execute("select recall_function from roi.settings")
+                    .fetchone()[0]
+                    .startswith("public.recall(text,")
+                )
+    finally:
+        with psycopg.connect(db_url) as conn:
+            conn.execute("drop function public.zz_definer_recall(text, uuid, uuid, integer, boolean)")
+    code, out, _ = configure(db_url, monkeypatch, capsys, "public.recall_lexical")
+    assert (code, out) == (0, "recall function: public.recall_lexical(text,uuid,uuid,integer,boolean)\n")
+    code, out, _ = configure(db_url, monkeypatch, capsys, "public.recall")
+    assert code == 0 and "public.recall(text,uuid,uuid,integer,boolean,extensions.vector)" in out
+
+
+def test_recall_json_prints_the_hits(db_url, project_user, monkeypatch, capsys):
+    email, project, _ = project_user
+    monkeypatch.setenv("ZM_DB_URL", db_url)
+    code = cli.main(["recall", "invoice timezone", "--user", email, "--project", project, "--limit", "2", "--json"])
+    hits = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert [set(h) for h in hits] == [{"memory_id", "kind", "scope", "title", "score", "rank"}] * len(hits)
+    assert hits[0]["title"] == "Invoice PDFs render in UTC" and hits[0]["rank"] == 1
+    assert hits[0]["kind"] == "gotcha" and hits[0]["scope"] == "project"
+
+
+def test_runs_say_which_recall_and_embedding_model_produced_them(db_url, project_user, recall_setting):
+    _, _, user_id = project_user
+    with extractor(db_url, "deterministic"):
+        assert benchmark(db_url, user_id)["status"] == "started"
+        # Templated questions are written in SQL; the backfill (as roi_embedder) embeds them.
+        # (>= : other tests' active probes on the shared cluster are embedded too.)
+        assert backfill(embedder_url(db_url), embeddings.OFFLINE_MODEL).questions >= 8
+        embedded = fetch(db_url, "select question_embedding_model from roi.probes where owner_id = %s", (user_id,))
+        assert embedded == [{"question_embedding_model": embeddings.OFFLINE_MODEL}] * 8
+        assert benchmark(db_url, user_id)["status"] == "started"
+        with psycopg.connect(db_url) as conn:
+            conn.execute("select roi.configure_recall('public.recall_lexical')")
+        assert benchmark(db_url, user_id)["status"] == "started"
+    runs = as_user(
+        db_url,
+        user_id,
+        "select recall_function, embedding_model, with_memory_count from public.roi_benchmark_runs order by started_at",
+    )
+    hybrid = "public.recall(text,uuid,uuid,integer,boolean,extensions.vector)"
+    assert runs == [
+        {"recall_function": hybrid, "embedding_model": None, "with_memory_count": 8},
+        {"recall_function": hybrid, "embedding_model": embeddings.OFFLINE_MODEL, "with_memory_count": 8},
+        {
+            "recall_function": "public.recall_lexical(text,uuid,uuid,integer,boolean)",
+            "embedding_model": None,
+            "with_memory_count": 8,
+        },
+    ]
+
+
+def test_every_embedding_call_is_metered(db_url, project_user, email):
+    _, _, user_id = project_user
+    imported = fetch(db_url, "select purpose, model from public.usage_events where owner_id = %s", (user_id,))
+    assert imported == [{"purpose": "embedding", "model": embeddings.OFFLINE_MODEL}]
+
+    # A memory written by another path (plain SQL) has no embedding until the backfill, which runs as
+    # roi_embedder, embeds it and meters the call for its author.
+    with psycopg.connect(db_url) as conn:
+        memory = conn.execute(
+            """insert into public.memories (author_id, scope, kind, title, body)
+               values (%s, 'personal', 'decision', 'Written by an agent', 'No embedding yet.') returning id""",
+            (user_id,),
+        ).fetchone()[0]
+    embedder = embedder_url(db_url)
+    assert backfill(embedder, embeddings.OFFLINE_MODEL).memories >= 1
+    row = fetch(
+        db_url, "select embedding is not null as has, embedding_model from public.memories where id = %s", (memory,)
+    )
+    assert row == [{"has": True, "embedding_model": embeddings.OFFLINE_MODEL}]
+    events = fetch(db_url, "select purpose from public.usage_events where owner_id = %s", (user_id,))
+    assert [e["purpose"] for e in events] == ["embedding", "embedding"]
+
+    # roi_embedder reads no column it does not embed, and the worker still reads no memory at all.
+    with psycopg.connect(embedder) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
+        conn.execute("select kind, scope from public.memories")
+
+
+def test_the_worker_embeds_the_questions_it_writes(db_url, worker_url, llm_mode, owners):
+    owner = owners.create(
+        [{"kind": k, "title": t, "body": b} for k, t, b in MEMORIES],
+    )
+    assert benchmark(db_url, owner)["status"] == "generating"
+    config = WorkerConfig(generation_model=GENERATION_MODEL, judge_model=JUDGE_MODEL)
+    assert config.embedding_model == embeddings.OFFLINE_MODEL
+    Worker(worker_url, config, ScriptedModel(default_answer)).run(once=True)
+    probes = fetch(
+        db_url,
+        "select state, question_embedding is not null as embedded, question_embedding_model from roi.probes "
+        "where owner_id = %s",
+        (owner,),
+    )
+    assert probes == [{"state": "active", "embedded": True, "question_embedding_model": embeddings.OFFLINE_MODEL}] * 3
+    events = fetch(
+        db_url,
+        "select purpose, probe_id from public.usage_events where owner_id = %s and purpose = 'embedding'",
+        (owner,),
+    )
+    assert len([e for e in events if e["probe_id"] is not None]) == 3
+    started = benchmark(db_url, owner)
+    assert started["status"] == "started"
+    run = as_user(db_url, owner, "select embedding_model from public.roi_benchmark_runs")
+    assert run == [{"embedding_model": embeddings.OFFLINE_MODEL}]

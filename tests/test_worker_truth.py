@@ -1,0 +1,109 @@
+"""The worker tells the truth: deterministic mode needs no model key, handled and failed rows are
+reported apart and a run where every row failed exits non-zero, `set-key` takes only providers litellm
+knows, and a bug in the worker crashes it loudly with the row released instead of burning attempts."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.worker_support import (
+    GENERATION_MODEL,
+    JUDGE_MODEL,
+    KNOWLEDGE,
+    ScriptedModel,
+    benchmark,
+    default_answer,
+    fetch,
+)
+from zm_roi.cli import main
+from zm_roi.worker import Worker, WorkerConfig
+
+CONFIG = WorkerConfig(generation_model=GENERATION_MODEL, judge_model=JUDGE_MODEL)
+
+
+def worker_cli(monkeypatch, worker_url: str, *, key: str | None) -> int:
+    monkeypatch.setenv("ZM_WORKER_DB_URL", worker_url)
+    monkeypatch.setenv("ZM_GENERATION_MODEL", GENERATION_MODEL)
+    monkeypatch.setenv("ZM_JUDGE_MODEL", JUDGE_MODEL)
+    monkeypatch.setenv("ZM_WORKER_CONCURRENCY", "2")
+    if key is None:
+        monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    else:
+        monkeypatch.setenv("OPENAI_API_KEY", key)
+    # Nothing listens here: a call that reaches the network fails at once, as a provider outage would.
+    monkeypatch.setenv("OPENAI_API_BASE", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    return main(["worker", "--once"])
+
+
+def test_worker_once_in_deterministic_mode_needs_no_key(worker_url, deterministic_mode, monkeypatch, caplog):
+    caplog.set_level("INFO", logger="zm_roi")
+    assert worker_cli(monkeypatch, worker_url, key=None) == 0
+    assert "no row needs a model" in caplog.text
+    assert "0 rows handled: 0 succeeded, 0 failed" in caplog.text
+
+
+def test_a_worker_whose_every_row_failed_says_so_and_exits_non_zero(
+    db_url, worker_url, llm_mode, owners, monkeypatch, capsys, caplog
+):
+    caplog.set_level("INFO", logger="zm_roi")
+    owner = owners.create(KNOWLEDGE[:2])
+    assert benchmark(db_url, owner)["status"] == "generating"
+    assert worker_cli(monkeypatch, worker_url, key="sk-nobody-answers") == 2
+    assert "2 rows handled: 0 succeeded, 2 failed" in caplog.text
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("zm-roi: every row failed (2 of 2"), err
+    pending = fetch(db_url, "select attempts, last_error from roi.probes where owner_id = %s", (owner,))
+    assert [p["attempts"] for p in pending] == [1, 1] and all("Connection" in p["last_error"] for p in pending)
+
+
+@pytest.mark.parametrize(
+    ("provider", "expected"),
+    [("openia", "did you mean openai?"), ("made_up_provider", "such as openai or anthropic")],
+)
+def test_set_key_accepts_only_providers_litellm_knows(db_url, owners, monkeypatch, capsys, provider, expected):
+    owner = owners.create(KNOWLEDGE[:1])
+    monkeypatch.setenv("ZM_DB_URL", db_url)
+    monkeypatch.setenv("ZM_KEY_ENCRYPTION_KEY", "a passphrase")
+    monkeypatch.setattr("sys.stdin", __import__("io").StringIO("sk-some-key\n"))
+    assert main(["set-key", "--user", owners.email(owner), "--provider", provider]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and expected in err and "Traceback" not in err
+    assert fetch(db_url, "select 1 from roi.provider_keys where owner_id = %s", (owner,)) == []
+
+
+def test_a_bug_in_the_worker_crashes_it_with_the_row_released(db_url, worker_url, llm_mode, owners):
+    owner = owners.create(KNOWLEDGE[:1])
+    assert benchmark(db_url, owner)["status"] == "generating"
+
+    def buggy(model: str, prompt: str):
+        raise TypeError("an argument this code should never pass")
+
+    model = ScriptedModel(buggy)
+    worker = Worker(worker_url, CONFIG, model)
+    with pytest.raises(TypeError, match="should never pass"):
+        worker.run(once=True)
+    [probe] = fetch(
+        db_url, "select state, attempts, lease_until, last_error from roi.probes where owner_id = %s", (owner,)
+    )
+    assert probe["state"] == "pending" and probe["attempts"] == 1
+    assert probe["lease_until"] is None, "released at once, not left for its lease to run out"
+    assert probe["last_error"].startswith("worker bug: TypeError"), probe["last_error"]
+    assert worker.failed == 0, "a bug is not a model failure"
+
+    # A retryable failure (the provider's) is still a row failure the queue retries, not a crash.
+    fetch(db_url, "update roi.probes set run_after = now() where owner_id = %s returning 1", (owner,))
+    flaky = Worker(worker_url, CONFIG, ScriptedModel(lambda model, prompt: RuntimeError("503 from the provider")))
+    assert flaky.run(once=True) == 1 and flaky.failed == 1
+    fetch(db_url, "update roi.probes set run_after = now() where owner_id = %s returning 1", (owner,))
+    assert Worker(worker_url, CONFIG, ScriptedModel(default_answer)).run(once=True) == 1
+    [probe] = fetch(db_url, "select state from roi.probes where owner_id = %s", (owner,))
+    assert probe["state"] == "active"
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "eight", "65"])
+def test_a_bad_worker_concurrency_is_one_clear_error(monkeypatch, capsys, value):
+    monkeypatch.setenv("ZM_WORKER_CONCURRENCY", value)
+    assert main(["worker", "--once"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "ZM_WORKER_CONCURRENCY must be a whole number from 1 to 64" in err
