@@ -3,8 +3,10 @@
 -- here AND into a new migration (README, "Changing the schema"); tests/test_schema_files.py builds a
 -- database from each and prints any difference.
 --
--- The memory substrate: teams, projects, their members, the memories agents write, and the usage
--- events every model call leaves behind. The recall that reads memories as the caller: 20_recall.sql.
+-- The memory substrate: teams, projects, their members, the memories agents write (with their
+-- embeddings), and the usage events every model call leaves behind. The recall that reads memories
+-- as the caller, and the covering indexes it reads them from: 20_recall.sql. Who writes embeddings
+-- (the roi_embedder role) and what keeps them current: 60_embeddings.sql.
 --
 -- Visibility rule (the public contract): a user sees their own personal memories, the memories of
 -- projects they are a member of and those of teams they are a member of. Row-level security carries
@@ -12,6 +14,11 @@
 
 -- Nothing new in `public` is executable by the API roles unless a grant below says so.
 alter default privileges in schema public revoke execute on functions from public, anon, authenticated;
+
+-- pgvector for the semantic leg of recall, in schema `extensions` as Supabase installs it (the schema
+-- comes from the platform, or locally from sql/supabase_compat.sql).
+create schema if not exists extensions;
+create extension if not exists vector with schema extensions;
 
 -- ============================================================================================
 -- Tables
@@ -58,6 +65,11 @@ create table public.memories (
     setweight(to_tsvector('english'::regconfig, title), 'A')
     || setweight(to_tsvector('english'::regconfig, left(body, 100000)), 'B')
   ) stored,
+  -- The memory's embedding (384 dimensions) and the model that produced it, written from outside the
+  -- database by the Python package's one embedding door (import, `zm-roi embed`). Null until then:
+  -- recall's lexical leg still finds the memory. A change of title or body clears both (60_embeddings.sql).
+  embedding extensions.vector(384),
+  embedding_model text,
   constraint memories_scope_owner check (
     (scope = 'personal' and project_id is null and team_id is null)
     or (scope = 'project' and project_id is not null and team_id is null)
@@ -68,7 +80,8 @@ create table public.memories (
 create table public.usage_events (
   id bigint generated always as identity primary key,
   owner_id uuid not null references auth.users (id) on delete cascade,
-  purpose text not null check (purpose in ('probe_generation', 'judgment')),
+  purpose text not null check (purpose in ('probe_generation', 'judgment', 'closed_book_answer',
+                                           'closed_book_grade', 'embedding')),
   model text not null,
   input_tokens integer not null default 0 check (input_tokens >= 0),
   output_tokens integer not null default 0 check (output_tokens >= 0),
@@ -77,14 +90,18 @@ create table public.usage_events (
   -- Which run and probe a model call served. Plain values, not foreign keys: the ledger of what was
   -- spent does not depend on the benchmark's tables.
   run_id uuid,
-  probe_id uuid
+  probe_id uuid,
+  -- What the call cost in US dollars by litellm's local price map; null when the model has no price.
+  cost_usd numeric(18, 10) check (cost_usd >= 0)
 );
 
 -- ============================================================================================
 -- Indexes
 -- ============================================================================================
 create index memories_search_idx on public.memories using gin (search);
--- Pinned recall narrows to one scope before ranking; these make that narrowing an index scan.
+-- Each layer's live memories, newest first: top-up and rotation read a layer's never-probed
+-- knowledge in this order and stop as soon as they have enough (roi.never_probed_knowledge). Recall
+-- reads the covering indexes in 20_recall.sql instead.
 create index memories_project_live_idx on public.memories (project_id, created_at desc)
   where invalidated_at is null and scope = 'project';
 create index memories_team_live_idx on public.memories (team_id, created_at desc)
@@ -95,6 +112,8 @@ create index team_members_user_idx on public.team_members (user_id);
 create index project_members_user_idx on public.project_members (user_id);
 create index projects_team_idx on public.projects (team_id);
 create index usage_events_owner_idx on public.usage_events (owner_id, created_at);
+-- A run's cost and tokens in the run list (public.roi_benchmark_runs).
+create index usage_events_run_idx on public.usage_events (run_id) where run_id is not null;
 
 -- ============================================================================================
 -- Functions

@@ -4,7 +4,8 @@
 -- database from each and prints any difference.
 --
 -- The ROI benchmark: a pool of probe questions per owner, runs that recall every probe as the
--- caller, append-only verdicts, and the two views clients read.
+-- caller through the configured recall function, append-only verdicts with their text-free recall
+-- outcomes (the retrieval figures) and closed-book spot-checks, and the three views clients read.
 --
 -- Privacy model. Everything lives in the private schema `roi`, which the Data API does not expose.
 -- Rows that carry text derived from memories (probe questions and source snapshots, recall
@@ -13,6 +14,10 @@
 -- turns on, and off again before it returns. Data API clients cannot set settings, so through the
 -- API those rows are unreadable even to their owner. Runs, verdicts (booleans and ids) and closures
 -- carry no text; their owner reads them, which is what lets the security_invoker views aggregate.
+-- The retrieval figures need the source's rank among the surfaced results and the probe's kind and
+-- scope, so a trigger on roi.recalls copies those text-free facts into roi.recall_outcomes, which the
+-- owner reads as they read verdicts. The closed-book queue carries ids only and is the worker's; its
+-- results are booleans the owner reads. The bare model's answer is never stored.
 
 create schema if not exists roi;
 revoke all on schema roi from public;
@@ -31,7 +36,15 @@ create table roi.settings (
   run_timeout interval not null default interval '15 minutes',
   lease_duration interval not null default interval '2 minutes',
   max_attempts integer not null default 5 check (max_attempts >= 1),
-  extractor text not null default 'llm' check (extractor in ('llm', 'deterministic'))
+  extractor text not null default 'llm' check (extractor in ('llm', 'deterministic')),
+  -- How long a concurrent benchmark call waits for the owner's lock before answering `in_progress`.
+  owner_lock_wait interval not null default interval '30 seconds'
+    check (owner_lock_wait between interval '0 seconds' and interval '5 minutes'),
+  -- Probes per run whose question the worker also puts to the model with no memory at all (LLM mode).
+  closed_book_checks integer not null default 0 check (closed_book_checks between 0 and 200),
+  -- The recall the benchmark calls, as a regprocedure text (`public.recall(text,uuid,…)`); resolved
+  -- on every run, so a dropped function fails the run with a clear message instead of calling another.
+  recall_function text not null default 'public.recall(text,uuid,uuid,integer,boolean,extensions.vector)'
 );
 insert into roi.settings default values;
 
@@ -59,6 +72,10 @@ create table roi.probes (
   created_at timestamptz not null default now(),
   activated_at timestamptz,
   retired_at timestamptz,
+  -- The question's embedding and its model, for the semantic leg of recall: written by the worker
+  -- with the question it writes, or by the backfill (`zm-roi embed`) for templated questions.
+  question_embedding extensions.vector(384),
+  question_embedding_model text,
   unique (owner_id, memory_id),
   check (state <> 'active' or question is not null),
   check (state <> 'pending' or question is null),
@@ -70,7 +87,11 @@ create table roi.runs (
   owner_id uuid not null references auth.users (id) on delete cascade,
   mode text not null check (mode in ('llm', 'deterministic')),
   probe_count integer not null check (probe_count > 0),
-  started_at timestamptz not null default now()
+  started_at timestamptz not null default now(),
+  -- What produced the run: the recall function and the embedding model of its questions (null when
+  -- the questions carried no embedding, i.e. only the lexical leg could run).
+  recall_function text,
+  embedding_model text
 );
 
 -- What surfaced for each probe of a run, and the text the judge will see.
@@ -99,6 +120,8 @@ create table roi.judgments (
 );
 
 -- One verdict per probe of a run. Booleans and ids only: no memory text, so owners may read it.
+-- Skipped: the run timed out, the judge kept failing, the probe retired, or the database switched to
+-- deterministic mode while the run waited for a judge ('mode_changed').
 create table roi.verdicts (
   id bigint generated always as identity primary key,
   run_id uuid not null references roi.runs (id) on delete cascade,
@@ -108,7 +131,7 @@ create table roi.verdicts (
   with_memory boolean,
   without_memory boolean,
   skipped boolean not null default false,
-  skip_reason text check (skip_reason in ('timeout', 'judge_failed', 'probe_retired')),
+  skip_reason text check (skip_reason in ('timeout', 'judge_failed', 'probe_retired', 'mode_changed')),
   confidence real check (confidence between 0 and 1),
   judged_by text not null check (judged_by in ('deterministic', 'llm', 'timeout')),
   recorded_at timestamptz not null default now(),
@@ -143,16 +166,41 @@ create table roi.pending_runs (
   closed boolean not null default false
 );
 
--- Bumped by any change to memories or memberships, so upkeep re-checks visibility only when
--- something could have changed and an idle cycle stays cheap.
-create sequence roi.memory_epoch;
-
-create table roi.upkeep_state (
-  singleton boolean primary key default true check (singleton),
-  checked_epoch bigint not null default 0,
-  last_run_at timestamptz
+-- Text-free facts of each recall: where the source ranked (null: it did not surface), and the
+-- probe's kind and scope, for the retrieval figures and the breakdown. Written by a trigger.
+create table roi.recall_outcomes (
+  run_id uuid not null references roi.runs (id) on delete cascade,
+  probe_id uuid not null references roi.probes (id) on delete cascade,
+  owner_id uuid not null references auth.users (id) on delete cascade,
+  source_kind text not null,
+  source_scope text not null,
+  source_rank integer check (source_rank >= 1),
+  primary key (run_id, probe_id)
 );
-insert into roi.upkeep_state default values;
+
+-- The spot-check queue (LLM mode): probes of a run to ask closed-book, claimed with a lease.
+create table roi.closed_book_queue (
+  id bigint generated always as identity primary key,
+  run_id uuid not null references roi.runs (id) on delete cascade,
+  probe_id uuid not null references roi.probes (id) on delete cascade,
+  owner_id uuid not null references auth.users (id) on delete cascade,
+  attempts integer not null default 0,
+  run_after timestamptz not null default now(),
+  lease_until timestamptz,
+  last_error text,
+  created_at timestamptz not null default now(),
+  unique (run_id, probe_id)
+);
+
+-- Whether the bare model (question only, no memory) answered as the ground truth does. Append-only.
+create table roi.closed_book_results (
+  run_id uuid not null references roi.runs (id) on delete cascade,
+  probe_id uuid not null references roi.probes (id) on delete cascade,
+  owner_id uuid not null references auth.users (id) on delete cascade,
+  bare_correct boolean not null,
+  recorded_at timestamptz not null default now(),
+  primary key (run_id, probe_id)
+);
 
 -- ============================================================================================
 -- Indexes
@@ -170,6 +218,13 @@ create index verdicts_probe_idx on roi.verdicts (probe_id);
 create index run_closures_owner_idx on roi.run_closures (owner_id);
 create index rotations_owner_idx on roi.rotations (owner_id);
 create index pending_runs_owner_idx on roi.pending_runs (owner_id);
+create index recall_outcomes_owner_idx on roi.recall_outcomes (owner_id);
+create index recall_outcomes_probe_idx on roi.recall_outcomes (probe_id);
+create index closed_book_queue_ready_idx on roi.closed_book_queue (run_after);
+create index closed_book_queue_probe_idx on roi.closed_book_queue (probe_id);
+create index closed_book_queue_owner_idx on roi.closed_book_queue (owner_id);
+create index closed_book_results_owner_idx on roi.closed_book_results (owner_id);
+create index closed_book_results_probe_idx on roi.closed_book_results (probe_id);
 
 -- ============================================================================================
 -- Functions
@@ -208,13 +263,15 @@ begin
 end
 $$;
 
--- Statement-level trigger on memories and memberships: signals upkeep that visibility may have moved.
-create function roi.bump_memory_epoch() returns trigger
+-- TRUNCATE fires no row trigger, so the table owner could otherwise empty a result table in one
+-- statement: a statement-level trigger refuses it, for every role including the owner. (Erasing a
+-- user still works: that is a DELETE cascade.)
+create function roi.forbid_result_truncate() returns trigger
   language plpgsql security invoker set search_path = ''
 as $$
 begin
-  perform nextval('roi.memory_epoch');
-  return null;
+  raise exception 'roi.%: recorded results are append-only (truncate refused)', tg_table_name
+    using errcode = 'insufficient_privilege';
 end
 $$;
 
@@ -317,9 +374,27 @@ as $$
   limit wanted
 $$;
 
+-- Deterministic mode: the caller's pending probes (queued for a worker that is not coming, after a
+-- switch from LLM mode) get their template question and join the pool. A worker still holding one
+-- finds it no longer pending and drops its question (roi.record_question returns false).
+create function roi.take_over_pending_probes() returns integer
+  language plpgsql volatile security invoker set search_path = ''
+as $$
+declare
+  taken integer;
+begin
+  update roi.probes p
+  set question = roi.template_question(p.source_kind, p.source_title, p.source_body),
+      state = 'active', activated_at = now(), lease_until = null, last_error = null
+  where p.owner_id = (select auth.uid()) and p.state = 'pending';
+  get diagnostics taken = row_count;
+  return taken;
+end
+$$;
+
 -- Fill the caller's pool up to the target from never-probed live knowledge (above), newest first,
--- selected as the caller. Deterministic mode writes the question at once; LLM mode leaves the probe
--- pending for the worker and wakes it.
+-- selected as the caller. Deterministic mode writes the question at once (and first takes over the
+-- probes LLM mode left pending); LLM mode leaves the probe pending for the worker and wakes it.
 create function roi.top_up_pool() returns integer
   language plpgsql volatile security invoker set search_path = ''
 as $$
@@ -329,6 +404,9 @@ declare
   added integer;
 begin
   select * into config from roi.settings;
+  if config.extractor = 'deterministic' then
+    perform roi.take_over_pending_probes();
+  end if;
   select * into counts from roi.pool_counts();
   if counts.active + counts.pending >= config.pool_target then
     return 0;
@@ -442,8 +520,143 @@ begin
 end
 $$;
 
--- Recall every active probe as the caller under its pin, snapshot what surfaced, and either record
--- strict verdicts at once (deterministic) or queue one judgment per probe (LLM).
+-- Deterministic mode: an open LLM run of the caller has no judge coming. Its unjudged probes are
+-- recorded as skipped ('mode_changed') and the run closes now, counting what the model did judge, so
+-- the same benchmark call starts a deterministic run. False (nothing done) in LLM mode or for a
+-- deterministic run.
+create function roi.close_run_left_without_judge(target_run uuid) returns boolean
+  language plpgsql volatile security invoker set search_path = ''
+as $$
+begin
+  if (select s.extractor from roi.settings s) <> 'deterministic'
+     or not exists (select from roi.runs r where r.id = target_run and r.mode = 'llm') then
+    return false;
+  end if;
+  perform pg_advisory_xact_lock(hashtextextended('roi.run:' || target_run::text, 0));
+  insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, skipped, skip_reason, judged_by)
+  select rc.run_id, rc.probe_id, rc.owner_id, p.memory_id, true, 'mode_changed', 'deterministic'
+  from roi.recalls rc
+  join roi.probes p on p.id = rc.probe_id
+  where rc.run_id = target_run
+  on conflict (run_id, probe_id) do nothing;
+  return roi.close_run_if_done(target_run);
+end
+$$;
+
+-- Resolve SCHEMA.NAME to the recall function the benchmark may call, or raise why not, in one line.
+-- The contract: SECURITY INVOKER; arguments (text, uuid, uuid, integer, boolean), optionally followed
+-- by a query embedding (extensions.vector); a set whose columns include memory_id, title, body and
+-- score, in rank order. When both forms exist, the one that takes an embedding is chosen. (A
+-- deployment that already has a search function points the benchmark at it.)
+create function roi.resolve_recall_function(name text) returns regprocedure
+  language plpgsql stable security invoker set search_path = ''
+as $$
+declare
+  parts text[];
+  chosen record;
+  base constant text[] := array['text', 'uuid', 'uuid', 'integer', 'boolean'];
+begin
+  begin
+    parts := parse_ident(coalesce(name, ''));
+  exception when others then
+    parts := null;
+  end;
+  if parts is null or cardinality(parts) <> 2 then
+    raise exception 'give the recall function as SCHEMA.NAME (e.g. public.recall), not %', coalesce(name, 'nothing')
+      using errcode = '22023';
+  end if;
+  if not exists (select from pg_catalog.pg_proc p join pg_catalog.pg_namespace s on s.oid = p.pronamespace
+                 where s.nspname = parts[1] and p.proname = parts[2]) then
+    raise exception 'no function %.% in this database', parts[1], parts[2] using errcode = '42883';
+  end if;
+  select c.* into chosen
+  from (
+    select p.oid, p.prosecdef, p.proretset, p.pronargs,
+           array(select t::regtype::text from unnest(p.proargtypes::oid[]) with ordinality u (t, o) order by o)
+             as args,
+           array(select a.n from unnest(p.proargnames, p.proargmodes::text[]) as a (n, m) where a.m in ('t', 'o'))
+             as outputs
+    from pg_catalog.pg_proc p
+    join pg_catalog.pg_namespace s on s.oid = p.pronamespace
+    where s.nspname = parts[1] and p.proname = parts[2]
+  ) c
+  where c.args = base or c.args = base || 'extensions.vector'::text
+  order by c.pronargs desc
+  limit 1;
+  if not found then
+    raise exception '%.% must take (query text, project_id uuid, team_id uuid, match_count integer, personal_only boolean[, query_embedding extensions.vector])',
+      parts[1], parts[2] using errcode = '42883';
+  end if;
+  if chosen.prosecdef then
+    raise exception '%.% is SECURITY DEFINER: the benchmark only calls SECURITY INVOKER recall, so that every recall runs as the user under RLS',
+      parts[1], parts[2] using errcode = '42501';
+  end if;
+  if not chosen.proretset or not chosen.outputs @> array['memory_id', 'title', 'body', 'score'] then
+    raise exception '%.% must return a table with at least memory_id, title, body and score, best first',
+      parts[1], parts[2] using errcode = '42804';
+  end if;
+  return chosen.oid::regprocedure;
+end
+$$;
+
+-- `zm-roi configure --recall-function`: validate, then store. Operators only (no grant).
+create function roi.configure_recall(name text) returns text
+  language plpgsql volatile security invoker set search_path = ''
+as $$
+declare
+  resolved regprocedure := roi.resolve_recall_function(name);
+begin
+  update roi.settings set recall_function = resolved::text;
+  return resolved::text;
+end
+$$;
+
+-- One recall through the configured function, as the caller, in its rank order. The function is
+-- re-checked on every call (it may have been replaced by a SECURITY DEFINER one since configure) and
+-- called dynamically; its rows go through jsonb so that kind and scope may be absent.
+create function roi.configured_recall(question text, pin_project uuid, pin_team uuid, match_count integer,
+  personal_only boolean, question_embedding extensions.vector)
+  returns table (memory_id uuid, kind text, scope text, title text, body text, score real, rank bigint)
+  language plpgsql stable security invoker set search_path = ''
+as $$
+declare
+  configured text := (select s.recall_function from roi.settings s);
+  fn regprocedure := to_regprocedure(configured);
+  target record;
+begin
+  if fn is null then
+    raise exception 'the configured recall function % no longer exists: zm-roi configure --recall-function public.recall',
+      configured using errcode = '42883';
+  end if;
+  select s.nspname, p.proname, p.prosecdef, p.pronargs into target
+  from pg_catalog.pg_proc p join pg_catalog.pg_namespace s on s.oid = p.pronamespace
+  where p.oid = fn;
+  if target.prosecdef then
+    raise exception 'the configured recall function % is SECURITY DEFINER: refusing to run it', configured
+      using errcode = '42501';
+  end if;
+  if fn = 'public.recall(text,uuid,uuid,integer,boolean,extensions.vector)'::regprocedure then
+    -- The bundled recall, statically: its plan is cached for the session (dynamic SQL plans every call).
+    return query
+      select r.memory_id, r.kind, r.scope, r.title, r.body, r.score, r.n
+      from public.recall(question, pin_project, pin_team, match_count, personal_only, question_embedding)
+        with ordinality as r (memory_id, kind, scope, title, body, score, n)
+      order by r.n;
+    return;
+  end if;
+  return query execute format(
+    'select (f.j ->> ''memory_id'')::uuid, f.j ->> ''kind'', f.j ->> ''scope'', f.j ->> ''title'',
+            f.j ->> ''body'', (f.j ->> ''score'')::real, f.n
+     from (select to_jsonb(r) as j, r.ordinality as n from %I.%I($1, $2, $3, $4, $5%s) with ordinality r) f
+     order by f.n',
+    target.nspname, target.proname, case when target.pronargs = 6 then ', $6' else '' end)
+  using question, pin_project, pin_team, match_count, personal_only, question_embedding;
+end
+$$;
+
+-- Recall every active probe as the caller under its pin, through the configured recall, snapshot
+-- what surfaced, and either record strict verdicts at once (deterministic) or queue one judgment per
+-- probe (LLM). The run records which recall produced it and its questions' embedding model.
 create function roi.start_run(mode text) returns jsonb
   language plpgsql volatile security invoker set search_path = ''
 as $$
@@ -451,12 +664,16 @@ declare
   new_run uuid;
   run_started timestamptz;
   probe_total integer;
+  question_model text;
 begin
-  select count(*) into probe_total
+  select count(*), mode() within group (order by p.question_embedding_model)
+  into probe_total, question_model
   from roi.probes p where p.owner_id = (select auth.uid()) and p.state = 'active';
   -- clock_timestamp(), not now(): runs started in one transaction still order by when they began.
-  insert into roi.runs (owner_id, mode, probe_count, started_at)
-  values ((select auth.uid()), mode, probe_total, clock_timestamp())
+  insert into roi.runs (owner_id, mode, probe_count, started_at, recall_function, embedding_model)
+  values ((select auth.uid()), mode, probe_total, clock_timestamp(),
+          (select s.recall_function from roi.settings s),
+          case when (select s.recall_function from roi.settings s) like '%extensions.vector)' then question_model end)
   returning id, started_at into new_run, run_started;
   insert into roi.pending_runs (run_id, owner_id, started_at) values (new_run, (select auth.uid()), run_started);
 
@@ -468,9 +685,8 @@ begin
            'title', r.title, 'body', r.body, 'score', r.score) order by r.rank)
            filter (where r.memory_id is not null), '[]')
   from roi.probes p
-  left join lateral public.recall(p.question, p.pin_project_id, p.pin_team_id, 10,
-                                  p.source_scope = 'personal')
-    with ordinality as r (memory_id, kind, scope, title, body, score, rank) on true
+  left join lateral roi.configured_recall(p.question, p.pin_project_id, p.pin_team_id, 10,
+                                          p.source_scope = 'personal', p.question_embedding) r on true
   where p.owner_id = (select auth.uid()) and p.state = 'active'
   group by p.id, p.owner_id;
 
@@ -495,6 +711,44 @@ begin
 end
 $$;
 
+-- After recalls are recorded: keep the text-free outcome of each (source rank, kind, scope), and in
+-- LLM mode queue up to roi.settings.closed_book_checks of the run's probes for the closed-book
+-- spot-check, picked at random. Runs as whoever recorded the recalls (the owner, inside the benchmark).
+create function roi.note_recall_outcomes() returns trigger
+  language plpgsql security invoker set search_path = ''
+as $$
+declare
+  checks integer := (select s.closed_book_checks from roi.settings s);
+  queued integer;
+begin
+  insert into roi.recall_outcomes (run_id, probe_id, owner_id, source_kind, source_scope, source_rank)
+  select n.run_id, n.probe_id, n.owner_id, p.source_kind, p.source_scope,
+         array_position(n.surfaced_ids, p.memory_id)
+  from recorded n join roi.probes p on p.id = n.probe_id
+  on conflict (run_id, probe_id) do nothing;
+
+  if checks > 0 then
+    insert into roi.closed_book_queue (run_id, probe_id, owner_id)
+    select x.run_id, x.probe_id, x.owner_id
+    from (
+      select n.run_id, n.probe_id, n.owner_id,
+             row_number() over (partition by n.run_id order by random()) as pick,
+             (select count(*) from roi.closed_book_queue q where q.run_id = n.run_id)
+               + (select count(*) from roi.closed_book_results b where b.run_id = n.run_id) as already
+      from recorded n join roi.runs r on r.id = n.run_id
+      where r.mode = 'llm'
+    ) x
+    where x.pick + x.already <= checks
+    on conflict (run_id, probe_id) do nothing;
+    get diagnostics queued = row_count;
+    if queued > 0 then
+      perform pg_notify('roi_work', 'closed_book');
+    end if;
+  end if;
+  return null;
+end
+$$;
+
 -- The advisory lock key that serialises everything done to one owner's pool and runs.
 create function roi.owner_lock_key(owner uuid) returns bigint
   language sql immutable security invoker set search_path = ''
@@ -502,15 +756,18 @@ as $$
   select hashtextextended('roi.benchmark:' || owner::text, 0)
 $$;
 
--- Wait up to 30 seconds for the owner's lock: a concurrent call finishes well within that, and a
--- caller should hear `in_progress` rather than hang behind something stuck.
+-- Wait up to roi.settings.owner_lock_wait (default 30 seconds) for the owner's lock: a concurrent
+-- call finishes well within that, and a caller should hear `in_progress` rather than hang behind
+-- something stuck. A setting, so a deployment can tune it and tests need not wait half a minute.
 create function roi.wait_for_owner_lock(lock_key bigint) returns boolean
   language plpgsql volatile security invoker set search_path = ''
 as $$
 declare
   previous text := current_setting('lock_timeout');
+  wait_ms bigint;
 begin
-  perform set_config('lock_timeout', '30s', true);
+  select greatest(1, (extract(epoch from s.owner_lock_wait) * 1000)::bigint) into wait_ms from roi.settings s;
+  perform set_config('lock_timeout', coalesce(wait_ms, 30000) || 'ms', true);
   perform pg_advisory_xact_lock(lock_key);
   perform set_config('lock_timeout', previous, true);
   return true;
@@ -540,10 +797,34 @@ as $$
   from (select k::numeric / n as p, 1.96::numeric as z, n::numeric as t where n > 0) w
 $$;
 
+-- Two-sided exact sign test on the discordant pairs of a paired comparison (this run against the
+-- owner's previous one): the chance, with no real change, of a split at least this lopsided. Null
+-- when there is no discordant pair.
+create function roi.sign_test_p(improved bigint, regressed bigint) returns numeric
+  language plpgsql immutable security invoker set search_path = ''
+as $$
+declare
+  n integer := improved + regressed;
+  k integer := least(improved, regressed);
+  term numeric := 1;
+  tail numeric := 1;
+begin
+  if n is null or n = 0 then
+    return null;
+  end if;
+  for i in 1..k loop
+    term := term * (n - i + 1) / i;  -- C(n, i), exact: C(n, i-1) * (n-i+1) is divisible by i
+    tail := tail + term;
+  end loop;
+  return round(least(1, 2 * tail / power(2::numeric, n)), 4);
+end
+$$;
+
 -- The benchmark, called by the MCP tool through the Data API as the signed-in user. SECURITY
 -- INVOKER: every recall runs as the caller with RLS applied. One run per owner at a time: a
 -- transaction-scoped advisory lock serialises concurrent calls, and an open run is the durable
--- guard that makes a later call answer `in_progress`.
+-- guard that makes a later call answer `in_progress` (unless it is overdue, or an LLM run left
+-- without a judge in deterministic mode: either is closed and a new run starts).
 create function public.benchmark_memory() returns jsonb
   language plpgsql volatile security invoker set search_path = ''
 as $$
@@ -580,7 +861,8 @@ begin
   end if;
 
   running := roi.open_run();
-  if running.id is not null and not roi.close_overdue_run(running.id) then
+  if running.id is not null and not roi.close_overdue_run(running.id)
+     and not roi.close_run_left_without_judge(running.id) then
     perform roi.close_gate();
     return jsonb_build_object('status', 'in_progress', 'run_id', running.id);
   end if;
@@ -607,6 +889,14 @@ $$;
 -- ============================================================================================
 -- Views (security_invoker: they see exactly what the caller's policies allow)
 -- ============================================================================================
+
+-- The caller's runs, newest columns last (a view only grows: clients bind to the earlier ones).
+-- Aggregates only. Per run: the headline (exclusive rate with its Wilson interval); the retrieval
+-- figures that tell a search miss from a knowledge gap (source surfaced, MRR, median rank, and how
+-- often the judge's with_memory agrees with the source surfacing); the paired comparison with the
+-- owner's previous closed run (improved, regressed, exact sign test); what it cost (tokens, dollars
+-- by litellm's price map, calls on the owner's own key); the closed-book spot-check; and what it
+-- measured (recall function, embedding model of its questions).
 create view public.roi_benchmark_runs with (security_invoker = true) as
 select r.id as run_id,
        r.started_at,
@@ -621,7 +911,25 @@ select r.id as run_id,
        coalesce(v.exclusive, 0)::integer as exclusive_count,
        round(v.exclusive::numeric / nullif(v.judged, 0), 4) as exclusive_rate,
        roi.wilson_bound(v.exclusive, v.judged, false) as exclusive_rate_low,
-       roi.wilson_bound(v.exclusive, v.judged, true) as exclusive_rate_high
+       roi.wilson_bound(v.exclusive, v.judged, true) as exclusive_rate_high,
+       coalesce(v.surfaced, 0)::integer as source_surfaced_count,
+       v.mrr as source_mrr,
+       coalesce(v.agreement, 0)::integer as retrieval_agreement_count,
+       prev.run_id as previous_run_id,
+       coalesce(pair.paired, 0)::integer as paired_count,
+       coalesce(pair.improved, 0)::integer as improved_count,
+       coalesce(pair.regressed, 0)::integer as regressed_count,
+       roi.sign_test_p(pair.improved, pair.regressed) as paired_p_value,
+       coalesce(u.input_tokens, 0)::bigint as input_tokens,
+       coalesce(u.output_tokens, 0)::bigint as output_tokens,
+       u.cost_usd,
+       coalesce(u.own_key_calls, 0)::integer as own_key_calls,
+       v.median_rank as source_median_rank,
+       coalesce(cb.checked, 0)::integer as closed_book_checked,
+       coalesce(cb.correct, 0)::integer as closed_book_correct,
+       coalesce(cb.agreement, 0)::integer as closed_book_agreement_count,
+       r.recall_function,
+       r.embedding_model
 from roi.runs r
 left join roi.run_closures c on c.run_id = r.id
 left join lateral (
@@ -629,18 +937,88 @@ left join lateral (
          count(*) filter (where x.skipped) as skipped,
          count(*) filter (where x.with_memory) as with_memory,
          count(*) filter (where x.without_memory) as without_memory,
-         count(*) filter (where x.with_memory and not x.without_memory) as exclusive
-  from roi.verdicts x where x.run_id = r.id
+         count(*) filter (where x.with_memory and not x.without_memory) as exclusive,
+         count(*) filter (where not x.skipped and o.source_rank is not null) as surfaced,
+         round(avg(coalesce(1.0 / o.source_rank, 0)) filter (where not x.skipped), 4) as mrr,
+         count(*) filter (where x.with_memory = (o.source_rank is not null)) as agreement,
+         percentile_disc(0.5) within group (order by o.source_rank)
+           filter (where not x.skipped and o.source_rank is not null) as median_rank
+  from roi.verdicts x
+  left join roi.recall_outcomes o on o.run_id = x.run_id and o.probe_id = x.probe_id
+  where x.run_id = r.id
 ) v on true
+left join lateral (
+  select p.id as run_id from roi.runs p join roi.run_closures pc on pc.run_id = p.id
+  where p.owner_id = r.owner_id and p.started_at < r.started_at
+  order by p.started_at desc
+  limit 1
+) prev on true
+left join lateral (
+  select count(*) as paired,
+         count(*) filter (where (a.with_memory and not a.without_memory)
+                            and not (b.with_memory and not b.without_memory)) as improved,
+         count(*) filter (where not (a.with_memory and not a.without_memory)
+                            and (b.with_memory and not b.without_memory)) as regressed
+  from roi.verdicts a
+  join roi.verdicts b on b.run_id = prev.run_id and b.probe_id = a.probe_id and not b.skipped
+  where a.run_id = r.id and not a.skipped
+) pair on prev.run_id is not null
+left join lateral (
+  select sum(e.input_tokens) as input_tokens,
+         sum(e.output_tokens) as output_tokens,
+         sum(e.cost_usd) as cost_usd,
+         count(*) filter (where e.byok) as own_key_calls
+  from public.usage_events e
+  where e.run_id = r.id and e.owner_id = r.owner_id
+) u on true
+left join lateral (
+  select count(*) as checked,
+         count(*) filter (where b.bare_correct) as correct,
+         count(*) filter (where b.bare_correct = x.without_memory) as agreement
+  from roi.closed_book_results b
+  left join roi.verdicts x on x.run_id = b.run_id and x.probe_id = b.probe_id and not x.skipped
+  where b.run_id = r.id
+) cb on true
 where r.owner_id = (select auth.uid());
 
+-- The headline split by the source's kind and by its scope (the layer it lives in). Per dimension
+-- the rows add up to the run's totals. Aggregates only.
+create view public.roi_benchmark_breakdown with (security_invoker = true) as
+select x.run_id,
+       d.dimension,
+       d.value,
+       (count(*) filter (where not x.skipped))::integer as judged_count,
+       (count(*) filter (where x.with_memory))::integer as with_memory_count,
+       (count(*) filter (where x.without_memory))::integer as without_memory_count,
+       (count(*) filter (where x.with_memory and not x.without_memory))::integer as exclusive_count,
+       round((count(*) filter (where x.with_memory and not x.without_memory))::numeric
+             / nullif(count(*) filter (where not x.skipped), 0), 4) as exclusive_rate
+from roi.verdicts x
+join roi.recall_outcomes o on o.run_id = x.run_id and o.probe_id = x.probe_id
+cross join lateral (values ('kind', o.source_kind), ('scope', o.source_scope)) d (dimension, value)
+where x.owner_id = (select auth.uid())
+group by x.run_id, d.dimension, d.value;
+
+-- The tile is the one home of its wording: its state, its hint and, in deterministic mode, the
+-- sentence saying which figure the strict retrieval check bounds and in which direction. The
+-- dashboard, the MCP server and the demo render these columns; none of them re-derives them.
+-- States: invite (no run yet), judging (the latest run is still being judged), no_score (the latest
+-- run finished and no run has a judged question: every question was skipped), ready (a score).
+-- It names the run list's columns it was defined with: `select *` in a view is expanded once, when
+-- the view is created, and the run list has grown since.
 create view public.roi_benchmark_tile with (security_invoker = true) as
 with me as (
   select auth.uid() as owner_id where auth.uid() is not null
 ), latest as (
-  select * from public.roi_benchmark_runs order by started_at desc limit 1
+  select run_id, started_at, finished_at, status, mode, probe_count, judged_count, skipped_count,
+         with_memory_count, without_memory_count, exclusive_count, exclusive_rate, exclusive_rate_low,
+         exclusive_rate_high
+  from public.roi_benchmark_runs order by started_at desc limit 1
 ), scored as (
-  select * from public.roi_benchmark_runs
+  select run_id, started_at, finished_at, status, mode, probe_count, judged_count, skipped_count,
+         with_memory_count, without_memory_count, exclusive_count, exclusive_rate, exclusive_rate_low,
+         exclusive_rate_high
+  from public.roi_benchmark_runs
   where status = 'complete' and judged_count > 0
   order by started_at desc limit 1
 ), trend as (
@@ -649,6 +1027,7 @@ with me as (
 )
 select case when latest.run_id is null then 'invite'
             when latest.status = 'judging' then 'judging'
+            when scored.run_id is null then 'no_score'
             else 'ready' end as state,
        scored.exclusive_rate,
        scored.exclusive_rate_low,
@@ -658,15 +1037,23 @@ select case when latest.run_id is null then 'invite'
        case
          when latest.run_id is null then
            'Ask your agent to run benchmark_memory to see what only your memory knows.'
-         when scored.run_id is null then
+         when scored.run_id is null and latest.status = 'judging' then
            format('Judging %s questions from your memory…', latest.probe_count)
+         when scored.run_id is null then
+           format('None of the latest run''s %s questions could be judged: ask your agent to run '
+                  'benchmark_memory again.', latest.probe_count)
          else
            format('%s of %s questions a bare agent could not answer', scored.exclusive_count,
                   scored.judged_count)
        end as hint,
        latest.run_id as latest_run_id,
        latest.started_at as latest_run_at,
-       coalesce(trend.rates, '{}') as trend
+       coalesce(trend.rates, '{}') as trend,
+       case when scored.mode = 'deterministic' then
+         'In deterministic mode only the source memory counts as an answer, so search success is if '
+         'anything under-counted, and no question is assumed answerable without memory, so this rate '
+         'is an upper bound on what only memory knows.'
+       end as caveat
 from me
 left join latest on true
 left join scored on true
@@ -685,13 +1072,25 @@ create trigger run_closures_are_append_only before update or delete on roi.run_c
   for each row execute function roi.forbid_result_change();
 create trigger rotations_are_append_only before update or delete on roi.rotations
   for each row execute function roi.forbid_result_change();
+create trigger recall_outcomes_are_append_only before update or delete on roi.recall_outcomes
+  for each row execute function roi.forbid_result_change();
+create trigger closed_book_results_are_append_only before update or delete on roi.closed_book_results
+  for each row execute function roi.forbid_result_change();
 
-create trigger memories_move_the_epoch after insert or update or delete on public.memories
-  for each statement execute function roi.bump_memory_epoch();
-create trigger project_members_move_the_epoch after insert or update or delete on public.project_members
-  for each statement execute function roi.bump_memory_epoch();
-create trigger team_members_move_the_epoch after insert or update or delete on public.team_members
-  for each statement execute function roi.bump_memory_epoch();
+create trigger runs_refuse_truncate before truncate on roi.runs
+  for each statement execute function roi.forbid_result_truncate();
+create trigger recalls_refuse_truncate before truncate on roi.recalls
+  for each statement execute function roi.forbid_result_truncate();
+create trigger verdicts_refuse_truncate before truncate on roi.verdicts
+  for each statement execute function roi.forbid_result_truncate();
+create trigger run_closures_refuse_truncate before truncate on roi.run_closures
+  for each statement execute function roi.forbid_result_truncate();
+create trigger rotations_refuse_truncate before truncate on roi.rotations
+  for each statement execute function roi.forbid_result_truncate();
+
+create trigger recalls_note_outcomes after insert on roi.recalls
+  referencing new table as recorded
+  for each statement execute function roi.note_recall_outcomes();
 
 -- ============================================================================================
 -- Policies
@@ -704,8 +1103,10 @@ alter table roi.judgments enable row level security;
 alter table roi.verdicts enable row level security;
 alter table roi.run_closures enable row level security;
 alter table roi.rotations enable row level security;
-alter table roi.upkeep_state enable row level security;
 alter table roi.pending_runs enable row level security;
+alter table roi.recall_outcomes enable row level security;
+alter table roi.closed_book_queue enable row level security;
+alter table roi.closed_book_results enable row level security;
 
 create policy "The benchmark reads its settings" on roi.settings
   for select to authenticated using (true);
@@ -754,6 +1155,20 @@ create policy "Owners rotate only inside the benchmark" on roi.rotations
   for insert to authenticated
   with check (owner_id = (select auth.uid()) and (select roi.inside_benchmark()));
 
+create policy "Owners read their recall outcomes" on roi.recall_outcomes
+  for select to authenticated using (owner_id = (select auth.uid()));
+create policy "Owners record recall outcomes only inside the benchmark" on roi.recall_outcomes
+  for insert to authenticated
+  with check (owner_id = (select auth.uid()) and (select roi.inside_benchmark()));
+
+create policy "Owners queue spot-checks only inside the benchmark" on roi.closed_book_queue
+  for all to authenticated
+  using (owner_id = (select auth.uid()) and (select roi.inside_benchmark()))
+  with check (owner_id = (select auth.uid()) and (select roi.inside_benchmark()));
+
+create policy "Owners read their spot-check results" on roi.closed_book_results
+  for select to authenticated using (owner_id = (select auth.uid()));
+
 -- ============================================================================================
 -- Grants
 -- ============================================================================================
@@ -763,23 +1178,30 @@ grant select, insert on roi.runs, roi.recalls, roi.verdicts, roi.run_closures, r
   to authenticated;
 grant select, insert, delete on roi.judgments to authenticated;
 grant select, insert, update, delete on roi.pending_runs to authenticated;
-grant usage on sequence roi.memory_epoch to authenticated;
+grant select, insert on roi.recall_outcomes, roi.closed_book_queue to authenticated;
+grant select on roi.closed_book_results to authenticated;
 
 -- Per-schema default privileges cannot take back the global default (EXECUTE for PUBLIC), so
 -- every roi function is revoked from PUBLIC outright; the grants below say who may call what.
--- (A function added to roi later needs its own revoke from public, as upkeep's and the worker's have.)
+-- (A function added to roi in a later file needs its own revoke from public, as upkeep's and the
+-- worker's have.) roi.configure_recall and roi.resolve_recall_function are granted to no one:
+-- `zm-roi configure` runs them as the database owner. A trigger function needs no grant to fire.
 revoke execute on all functions in schema roi from public;
 
 grant execute on function roi.inside_benchmark(), roi.open_gate(), roi.close_gate(),
   roi.template_question(text, text, text), roi.pool_counts(), roi.retire_unreachable_probes(),
-  roi.never_probed_knowledge(integer), roi.top_up_pool(), roi.rotate_pool(uuid), roi.close_run_if_done(uuid),
-  roi.close_overdue_run(uuid), roi.start_run(text), roi.open_run(), roi.owner_lock_key(uuid),
-  roi.wait_for_owner_lock(bigint),
-  roi.wilson_bound(bigint, bigint, boolean), roi.bump_memory_epoch()
+  roi.never_probed_knowledge(integer), roi.take_over_pending_probes(), roi.top_up_pool(),
+  roi.rotate_pool(uuid), roi.close_run_if_done(uuid), roi.close_overdue_run(uuid),
+  roi.close_run_left_without_judge(uuid),
+  roi.configured_recall(text, uuid, uuid, integer, boolean, extensions.vector), roi.start_run(text),
+  roi.open_run(), roi.owner_lock_key(uuid), roi.wait_for_owner_lock(bigint),
+  roi.wilson_bound(bigint, bigint, boolean), roi.sign_test_p(bigint, bigint)
   to authenticated;
 
 revoke execute on function public.benchmark_memory() from public, anon;
 grant execute on function public.benchmark_memory() to authenticated;
 
-revoke all on public.roi_benchmark_runs, public.roi_benchmark_tile from anon, authenticated;
-grant select on public.roi_benchmark_runs, public.roi_benchmark_tile to authenticated;
+revoke all on public.roi_benchmark_runs, public.roi_benchmark_breakdown, public.roi_benchmark_tile
+  from anon, authenticated;
+grant select on public.roi_benchmark_runs, public.roi_benchmark_breakdown, public.roi_benchmark_tile
+  to authenticated;

@@ -4,11 +4,13 @@
 -- database from each and prints any difference.
 --
 -- The LLM worker: a least-privilege role that claims queued rows (pending probes, queued
--- judgments) with a lease, writes questions and verdicts through the verbs below, and meters every
--- model call in the same transaction as its result.
+-- judgments, queued closed-book spot-checks) with a lease, writes questions (with their embeddings),
+-- verdicts and spot-check results through the verbs below, and meters every model call, with its
+-- cost, in the same transaction as its result.
 --
--- roi_worker sees only what queued rows carry: a pending probe's source snapshot, and for a queued
--- judgment its question, ground truth and recall snapshot. It has no privilege on public.memories,
+-- roi_worker sees only what queued rows carry: a pending probe's source snapshot, for a queued
+-- judgment its question, ground truth and recall snapshot, and for a queued spot-check its question
+-- and ground truth. It has no privilege on public.memories,
 -- so it cannot top up pools: when its verdict closes a run (roi.close_run_if_done), the next upkeep
 -- cycle (roi.upkeep(), pg_cron every minute, impersonating the owner) rotates and tops up that pool.
 -- That is by design: only the owner's own identity ever selects probe candidates.
@@ -155,6 +157,21 @@ begin
 end
 $$;
 
+-- The question the model wrote, with its embedding (the worker embeds what it writes, so the
+-- question joins the pool ready for both legs of recall). Same rules as the two-argument form.
+create function roi.record_question(target_probe uuid, new_question text, new_embedding extensions.vector,
+  new_embedding_model text) returns boolean
+  language plpgsql volatile security invoker set search_path = ''
+as $$
+begin
+  -- Set while the probe is still pending: that is the row the worker may update.
+  update roi.probes p
+  set question_embedding = new_embedding, question_embedding_model = new_embedding_model
+  where p.id = target_probe and p.state = 'pending';
+  return roi.record_question(target_probe, new_question);
+end
+$$;
+
 -- How a judgment leaves the queue (its row locked by the caller), judged or skipped: its one verdict
 -- (a second is a no-op), the note kept out of owners' sight, the row gone, the run closed if complete.
 create function roi.settle_judgment(job_id bigint, judged_with_memory boolean, judged_without_memory boolean,
@@ -284,16 +301,115 @@ end
 $$;
 
 -- Every model call leaves a usage event, written by the worker in the same transaction as the result
--- it produced (question, verdict or failure), attributed to the owner whose corpus was measured.
+-- it produced (question, verdict, spot-check or failure), attributed to the owner whose corpus was
+-- measured, with what it cost (null when the model has no price in litellm's map).
 create function roi.record_usage(event_owner uuid, event_purpose text, event_model text, event_run uuid,
-  event_probe uuid, event_input_tokens integer, event_output_tokens integer, event_byok boolean)
+  event_probe uuid, event_input_tokens integer, event_output_tokens integer, event_byok boolean,
+  event_cost_usd numeric default null)
   returns void
   language sql volatile security invoker set search_path = ''
 as $$
   insert into public.usage_events (owner_id, purpose, model, run_id, probe_id, input_tokens,
-                                   output_tokens, byok)
+                                   output_tokens, byok, cost_usd)
   values (event_owner, event_purpose, event_model, event_run, event_probe,
-          coalesce(event_input_tokens, 0), coalesce(event_output_tokens, 0), coalesce(event_byok, false))
+          coalesce(event_input_tokens, 0), coalesce(event_output_tokens, 0), coalesce(event_byok, false),
+          event_cost_usd)
+$$;
+
+-- Hands a worker the next due spot-check under a fresh lease, with the question and the ground truth
+-- (the grading call needs it; the answering call gets the question only). Dropped first: a row whose
+-- attempts are used up and whose lease ran out (a spot-check that keeps failing is not counted), and a
+-- row whose source the owner can no longer see (nothing is asked about a memory they lost).
+create function roi.claim_closed_book()
+  returns table (run_id uuid, probe_id uuid, owner_id uuid, attempt integer, question text,
+                 source_kind text, source_title text, source_body text)
+  language plpgsql volatile security invoker set search_path = ''
+as $$
+declare
+  config roi.settings;
+begin
+  select * into config from roi.settings;
+  delete from roi.closed_book_queue q
+  where (q.attempts >= config.max_attempts and q.lease_until < now())
+     or exists (select from roi.probes p where p.id = q.probe_id
+                and p.retired_reason in ('source_invalidated', 'source_unreachable'));
+
+  return query
+  with next as (
+    select q.id from roi.closed_book_queue q
+    where q.run_after <= now() and (q.lease_until is null or q.lease_until < now())
+      and q.attempts < config.max_attempts
+    order by q.run_after, q.id
+    limit 1
+    for update skip locked
+  ), claimed as (
+    update roi.closed_book_queue q
+    set attempts = q.attempts + 1, lease_until = now() + config.lease_duration
+    from next
+    where q.id = next.id
+    returning q.run_id, q.probe_id, q.owner_id, q.attempts
+  )
+  select c.run_id, c.probe_id, c.owner_id, c.attempts, p.question, p.source_kind, p.source_title,
+         p.source_body
+  from claimed c
+  join roi.probes p on p.id = c.probe_id;
+end
+$$;
+
+-- The grading call's decision on a claimed spot-check: recorded once, the queue row gone. False when
+-- the row is no longer queued (another worker recorded it first).
+create function roi.record_closed_book(target_run uuid, target_probe uuid, correct boolean) returns boolean
+  language plpgsql volatile security invoker set search_path = ''
+as $$
+declare
+  job record;
+  recorded integer;
+begin
+  if correct is null then
+    raise exception 'roi.record_closed_book: the grade says yes or no' using errcode = '22023';
+  end if;
+  select q.id, q.owner_id into job from roi.closed_book_queue q
+  where q.run_id = target_run and q.probe_id = target_probe
+  for update;
+  if not found then
+    return false;
+  end if;
+  insert into roi.closed_book_results (run_id, probe_id, owner_id, bare_correct)
+  values (target_run, target_probe, job.owner_id, correct)
+  on conflict (run_id, probe_id) do nothing;
+  get diagnostics recorded = row_count;
+  delete from roi.closed_book_queue q where q.id = job.id;
+  return recorded > 0;
+end
+$$;
+
+-- A failed spot-check attempt goes back to the queue after a growing backoff; after max_attempts it
+-- is dropped (a spot-check is a sample: one that cannot be made is left out, never guessed). Fenced
+-- by `attempt`, like the other release verbs.
+create function roi.release_closed_book(target_run uuid, target_probe uuid, attempt integer, failure text)
+  returns text
+  language plpgsql volatile security invoker set search_path = ''
+as $$
+declare
+  job record;
+begin
+  select q.id, q.attempts into job from roi.closed_book_queue q
+  where q.run_id = target_run and q.probe_id = target_probe and q.lease_until is not null
+  for update;
+  if not found or job.attempts <> attempt then
+    return 'stale';
+  end if;
+  if job.attempts < (select s.max_attempts from roi.settings s) then
+    update roi.closed_book_queue q
+    set lease_until = null,
+        last_error = left(failure, 1000),
+        run_after = greatest(now(), q.run_after) + exp(least(q.attempts, 10)) * interval '1 second'
+    where q.id = job.id;
+    return 'retry';
+  end if;
+  delete from roi.closed_book_queue q where q.id = job.id;
+  return 'dropped';
+end
 $$;
 
 -- Keep an owner's own provider key, encrypted under the operator's passphrase (see the header).
@@ -343,7 +459,8 @@ $$;
 -- Views
 -- ============================================================================================
 
--- What the deployment's own provider keys paid for, per day, purpose and model, for operators.
+-- What the deployment's own provider keys paid for (tokens and cost), per day, purpose and model,
+-- for operators.
 -- Calls on an owner's own key are left out. Not granted to anon or authenticated.
 create view roi.deployment_token_totals with (security_invoker = true) as
 select (e.created_at at time zone 'utc')::date as day,
@@ -351,7 +468,8 @@ select (e.created_at at time zone 'utc')::date as day,
        e.model,
        count(*) as calls,
        sum(e.input_tokens) as input_tokens,
-       sum(e.output_tokens) as output_tokens
+       sum(e.output_tokens) as output_tokens,
+       sum(e.cost_usd) as cost_usd
 from public.usage_events e
 where not e.byok
 group by 1, 2, 3;
@@ -361,6 +479,8 @@ group by 1, 2, 3;
 -- ============================================================================================
 create trigger verdict_notes_are_append_only before update or delete on roi.verdict_notes
   for each row execute function roi.forbid_result_change();
+create trigger verdict_notes_refuse_truncate before truncate on roi.verdict_notes
+  for each statement execute function roi.forbid_result_truncate();
 
 -- ============================================================================================
 -- Policies
@@ -373,10 +493,12 @@ create policy "The worker reads the settings" on roi.settings
 
 -- PostgreSQL also checks an updated row against the select policy, so the probe the worker activates
 -- or retires stays visible within that one transaction (now() is the transaction's start), and not after.
-create policy "The worker reads pending probes and the probes it judges" on roi.probes
+-- One select policy for the role (Supabase's advisor flags two permissive ones for one role and action).
+create policy "The worker reads pending probes and the probes it judges or spot-checks" on roi.probes
   for select to roi_worker
   using (state = 'pending' or activated_at = now() or retired_at = now()
-         or exists (select from roi.judgments j where j.probe_id = probes.id));
+         or exists (select from roi.judgments j where j.probe_id = probes.id)
+         or exists (select from roi.closed_book_queue q where q.probe_id = probes.id));
 create policy "The worker writes questions into pending probes" on roi.probes
   for update to roi_worker
   using (state = 'pending')
@@ -403,6 +525,20 @@ create policy "The worker reads the verdicts of open runs" on roi.verdicts
 create policy "The worker records verdicts for queued judgments only" on roi.verdicts
   for insert to roi_worker
   with check (exists (select from roi.judgments j where j.run_id = verdicts.run_id and j.probe_id = verdicts.probe_id));
+
+create policy "The worker reads the spot-check queue" on roi.closed_book_queue
+  for select to roi_worker using (true);
+create policy "The worker leases queued spot-checks" on roi.closed_book_queue
+  for update to roi_worker using (true) with check (true);
+create policy "The worker removes finished spot-checks from the queue" on roi.closed_book_queue
+  for delete to roi_worker using (true);
+
+create policy "The worker reads spot-check results" on roi.closed_book_results
+  for select to roi_worker using (true);
+create policy "The worker records results for queued spot-checks only" on roi.closed_book_results
+  for insert to roi_worker
+  with check (exists (select from roi.closed_book_queue q
+                      where q.run_id = closed_book_results.run_id and q.probe_id = closed_book_results.probe_id));
 
 create policy "The worker reads verdict notes" on roi.verdict_notes
   for select to roi_worker using (true);
@@ -437,24 +573,33 @@ grant usage on schema extensions to roi_worker;
 grant select on roi.settings, roi.probes, roi.judgments, roi.recalls, roi.runs, roi.verdicts,
   roi.verdict_notes, roi.run_closures, roi.pending_runs, roi.provider_keys to roi_worker;
 grant update (question, state, activated_at, retired_reason, retired_at, attempts, run_after, lease_until,
-  last_error) on roi.probes to roi_worker;
+  last_error, question_embedding, question_embedding_model) on roi.probes to roi_worker;
 grant update (attempts, run_after, lease_until, last_error), delete on roi.judgments to roi_worker;
 grant insert on roi.verdicts, roi.verdict_notes, roi.run_closures to roi_worker;
 grant update (closed) on roi.pending_runs to roi_worker;
+grant select, delete on roi.closed_book_queue to roi_worker;
+grant update (attempts, run_after, lease_until, last_error) on roi.closed_book_queue to roi_worker;
+grant select, insert on roi.closed_book_results to roi_worker;
 grant insert on public.usage_events to roi_worker;
 
 revoke execute on function roi.claim_generation(), roi.record_question(uuid, text),
+  roi.record_question(uuid, text, extensions.vector, text),
   roi.release_generation(uuid, integer, text), roi.claim_judgment(),
   roi.record_verdict(uuid, uuid, boolean, boolean, real, text),
   roi.release_judgment(uuid, uuid, integer, text), roi.settle_judgment(bigint, boolean, boolean, real, text),
-  roi.record_usage(uuid, text, text, uuid, uuid, integer, integer, boolean),
+  roi.claim_closed_book(), roi.record_closed_book(uuid, uuid, boolean),
+  roi.release_closed_book(uuid, uuid, integer, text),
+  roi.record_usage(uuid, text, text, uuid, uuid, integer, integer, boolean, numeric),
   roi.store_provider_key(uuid, text, text, text), roi.owner_provider_key(uuid, text, text)
   from public, anon, authenticated;
 grant execute on function roi.claim_generation(), roi.record_question(uuid, text),
+  roi.record_question(uuid, text, extensions.vector, text),
   roi.release_generation(uuid, integer, text), roi.claim_judgment(),
   roi.record_verdict(uuid, uuid, boolean, boolean, real, text),
   roi.release_judgment(uuid, uuid, integer, text), roi.settle_judgment(bigint, boolean, boolean, real, text),
-  roi.record_usage(uuid, text, text, uuid, uuid, integer, integer, boolean),
+  roi.claim_closed_book(), roi.record_closed_book(uuid, uuid, boolean),
+  roi.release_closed_book(uuid, uuid, integer, text),
+  roi.record_usage(uuid, text, text, uuid, uuid, integer, integer, boolean, numeric),
   roi.owner_provider_key(uuid, text, text), roi.close_run_if_done(uuid)
   to roi_worker;
 
