@@ -81,12 +81,7 @@ def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
         pytest.fail("Debian's chromium is not installed: run `make install-test` (it is in APT_TEST)")
     profile = tmp_path / f"chromium-profile-{next(_profiles)}"  # fresh each launch: no state carried over
     argv = [binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args]
-    try:
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-    except OSError:
-        # Seen once in a full run: the spawn itself failed (EBADF closing the pipe fds after fork, a
-        # descriptor some other test thread closed concurrently) before Chromium ran; launch once more.
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     return result
 

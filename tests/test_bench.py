@@ -97,13 +97,25 @@ def test_upkeep_after_writes_visits_the_written_projects_members(tiny_run):
     writes = tiny_run[1]["sizes"][0]["upkeep_writes"]
     assert writes["status"] == "measured" and writes["idle_owners_visited"] == 0
     assert (
-        writes["one_write"]["n"] == TINY.one_write_cycles and writes["spread_writes"]["n"] == TINY.spread_write_cycles
+        writes["one_write"]["n"] == TINY.one_write_cycles
+        and writes["spread_writes"]["n"] == writes["spread_invalidations"]["n"] == TINY.spread_write_cycles
     )
     for cycle in writes["cycles"]:
         assert cycle["failures"] == 0 and cycle["busy"] == 0
         assert cycle["owners"] == cycle["expected"] > 0, cycle
     spread = next(c for c in writes["cycles"] if c["kind"] == "spread_writes")
     assert spread["owners"] > max(c["owners"] for c in writes["cycles"] if c["kind"] == "one_write")
+
+
+def test_a_target_set_for_another_number_of_users_is_not_comparable(tiny_run):
+    results = copy.deepcopy(tiny_run[1]["sizes"][0])
+    statuses = {v["key"]: v["status"] for v in report.assess(results)}
+    assert statuses["recall_pinned_project"] in ("met", "missed")
+    assert statuses["upkeep_spread_invalidations"] == "not comparable (1,000 users; set for 10,000)"
+    results["corpus"]["users"] = 10_000
+    statuses = {v["key"]: v["status"] for v in report.assess(results)}
+    assert statuses["recall_pinned_project"] == "not comparable (10,000 users; set for 1,000)"
+    assert statuses["upkeep_spread_invalidations"] in ("met", "missed")
 
 
 def test_the_slow_model_latency_is_measured_with_one_worker(tiny_run):

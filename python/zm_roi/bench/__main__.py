@@ -36,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.owners is not None and not 1 <= args.owners <= 1_000_000:
         print(f"zm-roi bench: --owners must be from 1 to 1,000,000, not {args.owners}", file=sys.stderr)
         return 2
+    if args.owners is not None:
+        label += f"-{args.owners}-owners"  # its own report: another corpus shape, other targets
     started = time.monotonic()
     try:
         root = project_root()
@@ -46,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
             label,
             out,
             seed=args.seed,
-            command=f"make bench SIZE={label}"
+            command=f"make bench SIZE={args.size.lower()}"
             + (f" OWNERS={args.owners}" if args.owners else "")
             + (f" SEED={args.seed}" if args.seed != DEFAULT_SEED else ""),
             say=lambda text: print(text, flush=True),

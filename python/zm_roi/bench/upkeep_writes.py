@@ -1,10 +1,10 @@
 """Upkeep proportional to what changed (issue 13): an idle cycle, a cycle after one write to one
-project (a new memory; then an invalidation), and a cycle after 100 new memories spread over 100
-projects. Each write is made as a member of the project (role `authenticated`, RLS applied), so the
-triggers mark layers exactly as a user's write would; the cycle then visits the owners of the marked
-layers, and the report sets how many it visited beside how many it should have: the members with a
-pool that is not full after an addition (a full pool has nothing to take), every member with a pool
-after an invalidation (it may retire a probe)."""
+project (a new memory; then an invalidation), and a cycle after 100 new memories, then 100
+invalidations, spread over 100 projects. Each write is made as a member of the project (role
+`authenticated`, RLS applied), so the triggers mark layers exactly as a user's write would; the cycle
+then visits the owners of the marked layers, and the report sets how many it visited beside how many
+it should have: the members with a pool that is not full after an addition (a full pool has nothing
+to take), every member with a pool after an invalidation (it may retire a probe)."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ def measure(url: str, idle_cycles: int, one_write_cycles: int, spread_cycles: in
     one = Series()
     invalidation = Series()
     spread = Series()
+    spread_invalidations = Series()
     cycles: list[dict] = []
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(bench_query("upkeep"))  # take the marks earlier measurements left
@@ -41,7 +42,7 @@ def measure(url: str, idle_cycles: int, one_write_cycles: int, spread_cycles: in
             ms, row = timed(lambda: conn.execute(bench_query("upkeep")).fetchone())
             idle.add(ms)
         idle_owners = row[0]["owners"] if idle_cycles else None
-        wanted = 2 * one_write_cycles + SPREAD * spread_cycles
+        wanted = 2 * one_write_cycles + 2 * SPREAD * spread_cycles
         targets = conn.execute(bench_query("write_targets"), {"n": wanted}).fetchall()
         if not targets:
             return {"status": "no project with a member to write as"}
@@ -69,6 +70,21 @@ def measure(url: str, idle_cycles: int, one_write_cycles: int, spread_cycles: in
             ms, row = timed(lambda: conn.execute(bench_query("upkeep")).fetchone())
             spread.add(ms)
             cycles.append({"kind": "spread_writes", "ms": round(ms, 1), "expected": expected, **row[0]})
+        for _ in range(spread_cycles):
+            batch = [next(take) for _ in range(SPREAD)]
+            projects = [t[0] for t in batch if _write(conn, t, "", invalidate=True)]
+            expected = conn.execute(bench_query("pool_owners_of_projects_any"), {"projects": projects}).fetchone()[0]
+            ms, row = timed(lambda: conn.execute(bench_query("upkeep")).fetchone())
+            spread_invalidations.add(ms)
+            cycles.append(
+                {
+                    "kind": "spread_invalidations",
+                    "ms": round(ms, 1),
+                    "expected": expected,
+                    "invalidated": len(projects),
+                    **row[0],
+                }
+            )
     return {
         "status": "measured",
         "idle": idle.summary(),
@@ -76,6 +92,7 @@ def measure(url: str, idle_cycles: int, one_write_cycles: int, spread_cycles: in
         "one_write": one.summary(),
         "one_invalidation": invalidation.summary(),
         "spread_writes": spread.summary(),
+        "spread_invalidations": spread_invalidations.summary(),
         "spread": SPREAD,
         "cycles": cycles,
     }
