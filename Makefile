@@ -17,7 +17,7 @@ SEED ?= 42
 APT_PGVECTOR_BUILD := postgresql-server-dev-15 build-essential dpkg-dev
 PGVECTOR_CONTROL := /usr/share/postgresql/15/extension/vector.control
 
-.PHONY: install install-test apt pgvector demo test lint bench bench-recall clean
+.PHONY: install install-test apt pgvector demo test lint bench bench-recall migration-checksums clean
 
 install: $(VENV)/.installed node_modules/.installed
 	@$(MAKE) --no-print-directory apt PACKAGES="$(APT_RUNTIME)"
@@ -70,6 +70,13 @@ bench-recall: install
 lint: install
 	@$(VENV)/bin/ruff check python tests
 	@$(VENV)/bin/ruff format --check python tests
+
+# Appends the checksum of every migration not yet in supabase/migrations.sha256; never rewrites a line
+# (tests/test_schema_files.py fails when a recorded migration changes).
+migration-checksums:
+	@cd supabase/migrations && touch ../migrations.sha256 && for f in *.sql; do \
+		cut -d' ' -f3- ../migrations.sha256 | grep -qxF -- "$$f" || sha256sum -- "$$f" >> ../migrations.sha256; \
+	done
 
 clean:
 	rm -rf $(VENV) node_modules .zm

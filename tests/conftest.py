@@ -28,16 +28,17 @@ pytest_plugins = ["tests.worker_support"]
 
 
 @contextmanager
-def throwaway_cluster():
+def throwaway_cluster(migrate=localdb.push_migrations):
     """A migrated cluster in a temporary folder on a free port, destroyed afterwards. The pg_cron job is
-    paused: tests run upkeep by hand, at the moments they choose, and the scheduled job would race them."""
+    paused: tests run upkeep by hand, at the moments they choose, and the scheduled job would race them.
+    `migrate` builds the schema (default: the migrations through the Supabase CLI)."""
     home = Path(tempfile.mkdtemp(prefix="zm-roi-test-"))
     home.chmod(0o755)
     made = localdb.Cluster(home=home, port=localdb.free_port())
     made.create()
     made.start()
     try:
-        localdb.prepare_database(made, ROOT)
+        localdb.prepare_database(made, ROOT, migrate=migrate)
         with psycopg.connect(made.url(), autocommit=True) as conn:
             conn.execute("update cron.job set active = false where jobname = 'zm-roi-upkeep'")
         yield made

@@ -333,11 +333,20 @@ def push_migrations(root: Path, url: str) -> str:
     return result.stdout + result.stderr
 
 
-def prepare_database(cluster: Cluster, root: Path) -> str:
-    """Compat layer, then migrations, then the local login passwords. Idempotent."""
+def apply_schema_files(root: Path, url: str) -> str:
+    """Build the schema from the declarative files (`supabase/schemas/*.sql`, in name order) instead of
+    the migrations; tests compare the two databases."""
+    for path in sorted((root / "supabase" / "schemas").glob("*.sql")):
+        apply_sql_file(url, path)
+    return ""
+
+
+def prepare_database(cluster: Cluster, root: Path, migrate=push_migrations) -> str:
+    """Compat layer, then migrations (or `migrate`, e.g. apply_schema_files), then the local login
+    passwords. Idempotent."""
     apply_sql_file(cluster.url(), root / "sql" / "supabase_compat.sql")
     _set_login_password(cluster, "authenticator", AUTHENTICATOR_PASSWORD)
-    output = push_migrations(root, cluster.url())
+    output = migrate(root, cluster.url())
     _set_login_password(cluster, "roi_worker", WORKER_PASSWORD)
     _set_login_password(cluster, "roi_embedder", EMBEDDER_PASSWORD)
     return output

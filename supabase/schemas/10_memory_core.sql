@@ -1,0 +1,214 @@
+-- The current definitions, read top to bottom (supabase/schemas/*.sql in name order, after
+-- sql/supabase_compat.sql). supabase/migrations/ is the history that deploys them: a change goes
+-- here AND into a new migration (README, "Changing the schema"); tests/test_schema_files.py builds a
+-- database from each and prints any difference.
+--
+-- The memory substrate: teams, projects, their members, the memories agents write (with their
+-- embeddings), and the usage events every model call leaves behind. The recall that reads memories
+-- as the caller, and the covering indexes it reads them from: 20_recall.sql. Who writes embeddings
+-- (the roi_embedder role) and what keeps them current: 60_embeddings.sql.
+--
+-- Visibility rule (the public contract): a user sees their own personal memories, the memories of
+-- projects they are a member of and those of teams they are a member of. Row-level security carries
+-- the rule; recall() is SECURITY INVOKER, so it never sees more than the caller could select.
+
+-- Nothing new in `public` is executable by the API roles unless a grant below says so.
+alter default privileges in schema public revoke execute on functions from public, anon, authenticated;
+
+-- pgvector for the semantic leg of recall, in schema `extensions` as Supabase installs it (the schema
+-- comes from the platform, or locally from sql/supabase_compat.sql).
+create schema if not exists extensions;
+create extension if not exists vector with schema extensions;
+
+-- ============================================================================================
+-- Tables
+-- ============================================================================================
+create table public.teams (
+  id uuid primary key default gen_random_uuid(),
+  name text not null unique check (length(btrim(name)) > 0),
+  created_at timestamptz not null default now()
+);
+
+create table public.team_members (
+  team_id uuid not null references public.teams (id) on delete cascade,
+  user_id uuid not null references auth.users (id) on delete cascade,
+  primary key (team_id, user_id)
+);
+
+create table public.projects (
+  id uuid primary key default gen_random_uuid(),
+  team_id uuid references public.teams (id) on delete set null,
+  name text not null unique check (length(btrim(name)) > 0),
+  created_at timestamptz not null default now()
+);
+
+create table public.project_members (
+  project_id uuid not null references public.projects (id) on delete cascade,
+  user_id uuid not null references auth.users (id) on delete cascade,
+  primary key (project_id, user_id)
+);
+
+create table public.memories (
+  id uuid primary key default gen_random_uuid(),
+  author_id uuid not null default auth.uid() references auth.users (id) on delete cascade,
+  scope text not null check (scope in ('personal', 'project', 'team')),
+  project_id uuid references public.projects (id) on delete cascade,
+  team_id uuid references public.teams (id) on delete cascade,
+  kind text not null check (kind in ('decision', 'gotcha', 'convention', 'episode')),
+  title text not null,
+  body text not null,
+  created_at timestamptz not null default now(),
+  invalidated_at timestamptz,
+  -- Only the first 100,000 characters of a body are indexed: a tsvector is capped at 1 MB, and a
+  -- memory longer than that is an attachment, not knowledge an agent recalls by its tail.
+  search tsvector generated always as (
+    setweight(to_tsvector('english'::regconfig, title), 'A')
+    || setweight(to_tsvector('english'::regconfig, left(body, 100000)), 'B')
+  ) stored,
+  -- The memory's embedding (384 dimensions) and the model that produced it, written from outside the
+  -- database by the Python package's one embedding door (import, `zm-roi embed`). Null until then:
+  -- recall's lexical leg still finds the memory. A change of title or body clears both (60_embeddings.sql).
+  embedding extensions.vector(384),
+  embedding_model text,
+  constraint memories_scope_owner check (
+    (scope = 'personal' and project_id is null and team_id is null)
+    or (scope = 'project' and project_id is not null and team_id is null)
+    or (scope = 'team' and team_id is not null and project_id is null)
+  )
+);
+
+create table public.usage_events (
+  id bigint generated always as identity primary key,
+  owner_id uuid not null references auth.users (id) on delete cascade,
+  purpose text not null check (purpose in ('probe_generation', 'judgment', 'closed_book_answer',
+                                           'closed_book_grade', 'embedding')),
+  model text not null,
+  input_tokens integer not null default 0 check (input_tokens >= 0),
+  output_tokens integer not null default 0 check (output_tokens >= 0),
+  byok boolean not null default false,
+  created_at timestamptz not null default now(),
+  -- Which run and probe a model call served. Plain values, not foreign keys: the ledger of what was
+  -- spent does not depend on the benchmark's tables.
+  run_id uuid,
+  probe_id uuid,
+  -- What the call cost in US dollars by litellm's local price map; null when the model has no price.
+  cost_usd numeric(18, 10) check (cost_usd >= 0)
+);
+
+-- ============================================================================================
+-- Indexes
+-- ============================================================================================
+create index memories_search_idx on public.memories using gin (search);
+-- Each layer's live memories, newest first: top-up and rotation read a layer's never-probed
+-- knowledge in this order and stop as soon as they have enough (roi.never_probed_knowledge). Recall
+-- reads the covering indexes in 20_recall.sql instead.
+create index memories_project_live_idx on public.memories (project_id, created_at desc)
+  where invalidated_at is null and scope = 'project';
+create index memories_team_live_idx on public.memories (team_id, created_at desc)
+  where invalidated_at is null and scope = 'team';
+create index memories_personal_live_idx on public.memories (author_id, created_at desc)
+  where invalidated_at is null and scope = 'personal';
+create index team_members_user_idx on public.team_members (user_id);
+create index project_members_user_idx on public.project_members (user_id);
+create index projects_team_idx on public.projects (team_id);
+create index usage_events_owner_idx on public.usage_events (owner_id, created_at);
+-- A run's cost and tokens in the run list (public.roi_benchmark_runs).
+create index usage_events_run_idx on public.usage_events (run_id) where run_id is not null;
+
+-- ============================================================================================
+-- Functions
+-- ============================================================================================
+
+-- The projects and teams the caller belongs to. Policies use them as `x in (select …)`, which
+-- Postgres evaluates once per statement rather than once per memory row.
+create function public.caller_project_ids() returns setof uuid
+  language sql stable security invoker set search_path = ''
+as $$
+  select pm.project_id from public.project_members pm where pm.user_id = (select auth.uid())
+$$;
+
+create function public.caller_team_ids() returns setof uuid
+  language sql stable security invoker set search_path = ''
+as $$
+  select tm.team_id from public.team_members tm where tm.user_id = (select auth.uid())
+$$;
+
+-- ============================================================================================
+-- Policies
+-- ============================================================================================
+alter table public.teams enable row level security;
+alter table public.team_members enable row level security;
+alter table public.projects enable row level security;
+alter table public.project_members enable row level security;
+alter table public.memories enable row level security;
+alter table public.usage_events enable row level security;
+
+create policy "Teams are visible to their members" on public.teams
+  for select to authenticated using (id in (select public.caller_team_ids()));
+
+create policy "Members see their own team memberships" on public.team_members
+  for select to authenticated using (user_id = (select auth.uid()));
+
+create policy "Projects are visible to their members" on public.projects
+  for select to authenticated using (id in (select public.caller_project_ids()));
+
+create policy "Members see their own project memberships" on public.project_members
+  for select to authenticated using (user_id = (select auth.uid()));
+
+create policy "Memories are visible to their audience" on public.memories
+  for select to authenticated using (
+    (scope = 'personal' and author_id = (select auth.uid()))
+    or (scope = 'project' and project_id in (select public.caller_project_ids()))
+    or (scope = 'team' and team_id in (select public.caller_team_ids()))
+  );
+
+create policy "Members write memories where they belong" on public.memories
+  for insert to authenticated with check (
+    author_id = (select auth.uid())
+    and (
+      scope = 'personal'
+      or (scope = 'project' and project_id in (select public.caller_project_ids()))
+      or (scope = 'team' and team_id in (select public.caller_team_ids()))
+    )
+  );
+
+create policy "Authors update their memories where they still belong" on public.memories
+  for update to authenticated
+  using (
+    author_id = (select auth.uid())
+    and (
+      scope = 'personal'
+      or (scope = 'project' and project_id in (select public.caller_project_ids()))
+      or (scope = 'team' and team_id in (select public.caller_team_ids()))
+    )
+  )
+  with check (
+    author_id = (select auth.uid())
+    and (
+      scope = 'personal'
+      or (scope = 'project' and project_id in (select public.caller_project_ids()))
+      or (scope = 'team' and team_id in (select public.caller_team_ids()))
+    )
+  );
+
+create policy "Authors delete their memories" on public.memories
+  for delete to authenticated using (author_id = (select auth.uid()));
+
+create policy "Owners read their own usage events" on public.usage_events
+  for select to authenticated using (owner_id = (select auth.uid()));
+
+-- ============================================================================================
+-- Grants
+-- ============================================================================================
+revoke all on public.teams, public.team_members, public.projects, public.project_members,
+  public.memories, public.usage_events from anon;
+revoke all on public.teams, public.team_members, public.projects, public.project_members,
+  public.memories, public.usage_events from authenticated;
+
+grant select on public.teams, public.team_members, public.projects, public.project_members
+  to authenticated;
+grant select, insert, update, delete on public.memories to authenticated;
+grant select on public.usage_events to authenticated;
+
+revoke execute on function public.caller_project_ids(), public.caller_team_ids() from public, anon;
+grant execute on function public.caller_project_ids(), public.caller_team_ids() to authenticated;

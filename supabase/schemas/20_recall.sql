@@ -1,0 +1,312 @@
+-- The current definitions, read top to bottom (supabase/schemas/*.sql in name order, after
+-- sql/supabase_compat.sql). supabase/migrations/ is the history that deploys them: a change goes
+-- here AND into a new migration (README, "Changing the schema"); tests/test_schema_files.py builds a
+-- database from each and prints any difference.
+--
+-- Recall: the one read path agents use, the query parser it shares with nothing else, and the
+-- covering indexes it reads memories from. public.recall is hybrid (lexical + semantic, fused by
+-- reciprocal rank); public.recall_lexical is its lexical leg, and a recall a deployment can configure
+-- to compare against (which recall the benchmark calls: roi.configured_recall, 30_roi_benchmark.sql).
+--
+-- Why it reads the way it does (each step measured by `make bench`, bench/README.md):
+--   1. Only the caller's layers (20261130000500_recall_at_scale). The first definitions let the RLS
+--      policy drive the plan: a pinned recall at 1M memories took ~0.8 s and grew with the corpus.
+--      Recall now reads only the layers the caller reads (their personal layer, the pinned or member
+--      projects, the pinned or member teams) and computes the tsquery once. RLS still applies to
+--      every read: for a signed-in user, narrowing to their layers is the visibility rule itself.
+--      (The GIN index on `search` cannot serve a caller under RLS: `@@` is not leakproof, so Postgres
+--      applies the policy first; narrowing by the layer keys, whose `=` is leakproof, is what an
+--      index can do.) A caller with no identity (service role, maintenance) has no layers; unpinned
+--      recall reads everything their role may see, in its own statement: as an arm of the main one,
+--      its cost estimate alone made every call JIT-compile at 1M (~90 ms a call).
+--   2. Hybrid (20261201050000_hybrid_recall, issue 12). In LLM mode probe questions are paraphrases,
+--      and the lexical recall alone put the source in its top 10 for about 3 questions in 4, so the
+--      exclusive rate mostly measured the lexical matcher. The semantic leg ranks by exact cosine
+--      distance. No HNSW or IVFFlat index on purpose: under RLS an index-ordered approximate scan
+--      applies the policy after the search, so it under-returns, and its row counts reveal how dense
+--      other tenants' data is.
+--   3. Index-only (20261201060000_recall_index_only, 20261201060100_hybrid_recall_index_only, issue
+--      13): a pinned recall at 1M took 14 ms (project) and 27 ms (team) against a target of 10, and
+--      the hybrid 3× that. Per row of the layer it read a heap page (a layer's memories arrive
+--      interleaved with everyone else's), for the hybrid a TOASTed 1.5 kB vector too, and ranked with
+--      ts_rank_cd. A b-tree covering index per layer kind keeps a layer's entries together whatever
+--      order they arrive in, and an index-only scan evaluates the policy, `@@` and the distance on
+--      the entry itself; ts_rank ranks the templated questions as well or better at ~1/10 the CPU
+--      (public ADR set: hit@1 321 → 323 of 328, MRR 0.988 → 0.991); and the plan, the same shape for
+--      every pin, is generic instead of re-planned on every call. A pin narrows to the caller's own
+--      memberships first, so pinning someone else's project or team reads nothing of it (its size
+--      cannot be timed).
+
+-- ============================================================================================
+-- Indexes
+-- ============================================================================================
+-- One covering index per layer kind for the lexical leg: the layer key, then every column the read
+-- policy and recall need (the policy's scope, author_id, project_id, team_id run on each entry before
+-- the question does). A b-tree entry holds at most ~2.7 kB and a search vector can be larger (bodies
+-- are indexed up to 100,000 characters), so only vectors that fit go in: 2,400 bytes keeps each entry
+-- under the limit (2,704) with the rest. `octet_length(search::text) + 4 * length(search)` bounds the
+-- stored size of a tsvector from above (per lexeme the binary form is at most 4 bytes longer than its
+-- text form), is immutable, and is repeated verbatim in the recall functions so the planner can match
+-- each arm to its index.
+create index memories_personal_search_idx on public.memories (author_id)
+  include (scope, project_id, team_id, created_at, id, search)
+  where invalidated_at is null and scope = 'personal'
+    and octet_length(search::text) + 4 * length(search) <= 2400;
+create index memories_project_search_idx on public.memories (project_id)
+  include (scope, team_id, author_id, created_at, id, search)
+  where invalidated_at is null and scope = 'project'
+    and octet_length(search::text) + 4 * length(search) <= 2400;
+create index memories_team_search_idx on public.memories (team_id)
+  include (scope, project_id, author_id, created_at, id, search)
+  where invalidated_at is null and scope = 'team'
+    and octet_length(search::text) + 4 * length(search) <= 2400;
+
+-- The live memories whose search vector is too large for the covering indexes (bodies of several
+-- pages: rare), per layer; recall reads them in an arm of their own.
+create index memories_personal_oversized_idx on public.memories (author_id)
+  where invalidated_at is null and scope = 'personal'
+    and octet_length(search::text) + 4 * length(search) > 2400;
+create index memories_project_oversized_idx on public.memories (project_id)
+  where invalidated_at is null and scope = 'project'
+    and octet_length(search::text) + 4 * length(search) > 2400;
+create index memories_team_oversized_idx on public.memories (team_id)
+  where invalidated_at is null and scope = 'team'
+    and octet_length(search::text) + 4 * length(search) > 2400;
+
+-- The semantic leg's covering indexes: each layer's vectors together and inline (~4 a page). A
+-- 384-dimension vector always fits a b-tree entry (1.5 kB of 2.7 kB), so no row is left out; the
+-- price is the vectors stored a second time (~1.9 kB per embedded memory with the entry's overhead).
+create index memories_personal_embedding_idx on public.memories (author_id)
+  include (scope, project_id, team_id, created_at, id, embedding)
+  where invalidated_at is null and scope = 'personal' and embedding is not null;
+create index memories_project_embedding_idx on public.memories (project_id)
+  include (scope, team_id, author_id, created_at, id, embedding)
+  where invalidated_at is null and scope = 'project' and embedding is not null;
+create index memories_team_embedding_idx on public.memories (team_id)
+  include (scope, project_id, author_id, created_at, id, embedding)
+  where invalidated_at is null and scope = 'team' and embedding is not null;
+
+-- ============================================================================================
+-- Functions
+-- ============================================================================================
+
+-- Turns a natural-language question into an OR of its stemmed terms: an agent's question rarely
+-- contains every word of the memory that answers it, so an AND (plainto/websearch) finds nothing.
+-- Postgres renders and parses the tsquery text itself, so no user text is ever spliced into syntax.
+-- A question with no searchable word (empty, stop words only) yields null, quietly: no NOTICE.
+create function public.recall_query(query text) returns tsquery
+  language sql immutable strict security invoker set search_path = ''
+as $$
+  select case when length(to_tsvector('english'::regconfig, query)) > 0
+    then replace(plainto_tsquery('english'::regconfig, query)::text, ' & ', ' | ')::tsquery
+  end
+$$;
+
+-- The lexical recall: public.recall without a query embedding, and a recall of its own a deployment
+-- can configure (the demo compares against it). Runs as the caller: row-level security decides what
+-- exists, the pin decides which of it a session working in that scope would read (project or team
+-- plus the caller's personal layer; `personal_only` the personal layer alone; no pin every project
+-- and team the caller is a member of). Best match first, live memories only. The best `match_count`
+-- are chosen from the covering indexes alone (index-only scans: id, created_at and score), then only
+-- those rows are read from the table for their text. A caller with no identity (maintenance): the
+-- pin as given, or with no pin everything their role may see, in its own statement.
+create function public.recall_lexical(
+  query text,
+  project_id uuid default null,
+  team_id uuid default null,
+  match_count integer default 10,
+  personal_only boolean default false
+) returns table (memory_id uuid, kind text, scope text, title text, body text, score real)
+  language plpgsql stable security invoker set search_path = '' set plan_cache_mode = force_generic_plan
+as $$
+declare
+  tsq tsquery := public.recall_query(coalesce(query, ''));
+  caller uuid := auth.uid();
+  unpinned boolean := recall_lexical.project_id is null and recall_lexical.team_id is null
+                      and not coalesce(personal_only, false);
+  projects uuid[];
+  teams uuid[];
+  wanted integer := greatest(least(coalesce(match_count, 10), 100), 0);
+begin
+  if unpinned and caller is null then
+    return query
+      select m.id, m.kind, m.scope, m.title, m.body, ts_rank(m.search, tsq, 1)::real as score
+      from public.memories m
+      where m.invalidated_at is null and m.search @@ tsq
+      order by score desc, m.created_at desc, m.id
+      limit wanted;
+    return;
+  end if;
+  if caller is null then
+    projects := array_remove(array[recall_lexical.project_id], null);
+    teams := array_remove(array[recall_lexical.team_id], null);
+  else
+    projects := array(select p from public.caller_project_ids() p where p = recall_lexical.project_id or unpinned);
+    teams := array(select t from public.caller_team_ids() t where t = recall_lexical.team_id or unpinned);
+  end if;
+  return query
+    with best as (
+      select c.id, c.created_at, c.score
+      from (
+        select m.id, m.created_at, ts_rank(m.search, tsq, 1)::real as score
+        from public.memories m
+        where m.scope = 'personal' and m.invalidated_at is null and m.author_id = caller
+          and octet_length(m.search::text) + 4 * length(m.search) <= 2400
+          and m.search @@ tsq
+        union all
+        select m.id, m.created_at, ts_rank(m.search, tsq, 1)::real
+        from public.memories m
+        where m.scope = 'project' and m.invalidated_at is null and m.project_id = any (projects)
+          and octet_length(m.search::text) + 4 * length(m.search) <= 2400
+          and m.search @@ tsq
+        union all
+        select m.id, m.created_at, ts_rank(m.search, tsq, 1)::real
+        from public.memories m
+        where m.scope = 'team' and m.invalidated_at is null and m.team_id = any (teams)
+          and octet_length(m.search::text) + 4 * length(m.search) <= 2400
+          and m.search @@ tsq
+        union all
+        select m.id, m.created_at, ts_rank(m.search, tsq, 1)::real
+        from public.memories m
+        where m.invalidated_at is null
+          and octet_length(m.search::text) + 4 * length(m.search) > 2400
+          and ((m.scope = 'personal' and m.author_id = caller)
+               or (m.scope = 'project' and m.project_id = any (projects))
+               or (m.scope = 'team' and m.team_id = any (teams)))
+          and m.search @@ tsq
+      ) c
+      order by c.score desc, c.created_at desc, c.id
+      limit wanted
+    )
+    -- `= any (array(…))`: the text of the chosen rows by primary key, never a join planned over the table.
+    select m.id, m.kind, m.scope, m.title, m.body, b.score
+    from public.memories m
+    join best b on b.id = m.id
+    where m.id = any (array(select best.id from best))
+    order by b.score desc, b.created_at desc, b.id;
+end
+$$;
+
+-- The bundled recall: the contract's five arguments plus an optional query embedding (the documented
+-- extension of the contract). Without an embedding, or for a caller with no identity and no pin
+-- (maintenance: exact distances over a whole corpus are not a read path), it is the lexical recall.
+-- With one, two legs over the layers the lexical recall reads, each from its covering indexes alone
+-- (index-only scans: id, created_at and the leg's rank): the lexical leg's arms are recall_lexical's,
+-- ranked by ts_rank; the semantic leg ranks the embedded memories by exact cosine distance. Each
+-- keeps its best 2 × match_count, reciprocal rank fusion (k = 50, as Supabase's hybrid_search) adds
+-- weight / (k + rank) per leg (weights 1 lexical, 1.5 semantic, tuned on paraphrased questions:
+-- bench/README.md, "Hybrid recall"), and only the best match_count rows are read from the table for
+-- their text. (Calling recall_lexical for the lexical leg instead cost a fifth more: its text fetch
+-- of 2 × match_count rows, then this one's.)
+create function public.recall(
+  query text,
+  project_id uuid default null,
+  team_id uuid default null,
+  match_count integer default 10,
+  personal_only boolean default false,
+  query_embedding extensions.vector default null
+) returns table (memory_id uuid, kind text, scope text, title text, body text, score real)
+  language plpgsql stable security invoker set search_path = '' set plan_cache_mode = force_generic_plan
+as $$
+declare
+  rrf_k constant integer := 50;
+  lexical_weight constant real := 1.0;
+  semantic_weight constant real := 1.5;
+  tsq tsquery := public.recall_query(coalesce(query, ''));
+  caller uuid := auth.uid();
+  unpinned boolean := recall.project_id is null and recall.team_id is null and not coalesce(personal_only, false);
+  projects uuid[];
+  teams uuid[];
+  wanted integer := greatest(least(coalesce(match_count, 10), 100), 0);
+begin
+  if query_embedding is null or (unpinned and caller is null) then
+    return query select * from public.recall_lexical(query, recall.project_id, recall.team_id, match_count,
+                                                      personal_only);
+    return;
+  end if;
+  if caller is null then
+    projects := array_remove(array[recall.project_id], null);
+    teams := array_remove(array[recall.team_id], null);
+  else
+    projects := array(select p from public.caller_project_ids() p where p = recall.project_id or unpinned);
+    teams := array(select t from public.caller_team_ids() t where t = recall.team_id or unpinned);
+  end if;
+  return query
+    with lexical as (
+      select c.id, c.created_at, row_number() over (order by c.score desc, c.created_at desc, c.id) as rank
+      from (
+        select m.id, m.created_at, ts_rank(m.search, tsq, 1)::real as score
+        from public.memories m
+        where m.scope = 'personal' and m.invalidated_at is null and m.author_id = caller
+          and octet_length(m.search::text) + 4 * length(m.search) <= 2400
+          and m.search @@ tsq
+        union all
+        select m.id, m.created_at, ts_rank(m.search, tsq, 1)::real
+        from public.memories m
+        where m.scope = 'project' and m.invalidated_at is null and m.project_id = any (projects)
+          and octet_length(m.search::text) + 4 * length(m.search) <= 2400
+          and m.search @@ tsq
+        union all
+        select m.id, m.created_at, ts_rank(m.search, tsq, 1)::real
+        from public.memories m
+        where m.scope = 'team' and m.invalidated_at is null and m.team_id = any (teams)
+          and octet_length(m.search::text) + 4 * length(m.search) <= 2400
+          and m.search @@ tsq
+        union all
+        select m.id, m.created_at, ts_rank(m.search, tsq, 1)::real
+        from public.memories m
+        where m.invalidated_at is null
+          and octet_length(m.search::text) + 4 * length(m.search) > 2400
+          and ((m.scope = 'personal' and m.author_id = caller)
+               or (m.scope = 'project' and m.project_id = any (projects))
+               or (m.scope = 'team' and m.team_id = any (teams)))
+          and m.search @@ tsq
+        order by 3 desc, 2 desc, 1
+        limit wanted * 2
+      ) c
+    ), semantic as (
+      select c.id, c.created_at, row_number() over (order by c.distance, c.created_at desc, c.id) as rank
+      from (
+        select m.id, m.created_at, m.embedding operator(extensions.<=>) query_embedding as distance
+        from public.memories m
+        where m.scope = 'personal' and m.invalidated_at is null and m.author_id = caller
+          and m.embedding is not null
+        union all
+        select m.id, m.created_at, m.embedding operator(extensions.<=>) query_embedding
+        from public.memories m
+        where m.scope = 'project' and m.invalidated_at is null and m.project_id = any (projects)
+          and m.embedding is not null
+        union all
+        select m.id, m.created_at, m.embedding operator(extensions.<=>) query_embedding
+        from public.memories m
+        where m.scope = 'team' and m.invalidated_at is null and m.team_id = any (teams)
+          and m.embedding is not null
+        order by 3, 2 desc, 1
+        limit wanted * 2
+      ) c
+    ), fused as (
+      select coalesce(x.id, s.id) as id, coalesce(x.created_at, s.created_at) as created_at,
+             (coalesce(lexical_weight / (rrf_k + x.rank), 0) + coalesce(semantic_weight / (rrf_k + s.rank), 0))::real
+               as score
+      from lexical x
+      full join semantic s on s.id = x.id
+    ), best as (
+      select f.id, f.created_at, f.score from fused f
+      order by f.score desc, f.created_at desc, f.id
+      limit wanted
+    )
+    select m.id, m.kind, m.scope, m.title, m.body, b.score
+    from public.memories m
+    join best b on b.id = m.id
+    where m.id = any (array(select best.id from best))
+    order by b.score desc, b.created_at desc, b.id;
+end
+$$;
+
+-- ============================================================================================
+-- Grants
+-- ============================================================================================
+revoke execute on function public.recall_query(text), public.recall_lexical(text, uuid, uuid, integer, boolean),
+  public.recall(text, uuid, uuid, integer, boolean, extensions.vector) from public, anon;
+grant execute on function public.recall_query(text), public.recall_lexical(text, uuid, uuid, integer, boolean),
+  public.recall(text, uuid, uuid, integer, boolean, extensions.vector) to authenticated;

@@ -1,0 +1,233 @@
+"""One readable schema, and migrations that never change once merged.
+
+`supabase/schemas/*.sql` hold the current definition of every SQL object; `supabase/migrations/` hold
+its history (procrastinate's `schema.sql` + migrations, tested the way its test_migration.py does).
+A database built from each must be the same, and a migration that has landed on main never changes:
+`supabase/migrations.sha256` records each one's checksum, and git history (where the checkout has it)
+shows any later commit that touched one.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests.conftest import ROOT, throwaway_cluster
+from zm_roi import localdb
+
+MIGRATIONS = ROOT / "supabase" / "migrations"
+SCHEMAS = ROOT / "supabase" / "schemas"
+CHECKSUMS = ROOT / "supabase" / "migrations.sha256"
+
+# Migrations were edited after they landed before this rule was enforced: the first five during the
+# first day's work (up to 5764695), and 20261201050000_hybrid_recall.sql by cc98880 during the
+# integration of 2026-11-30 (on main, its grant on roi.memory_epoch, which the earlier-sorting
+# upkeep_dirty_layers drops, made it fail to apply: no database built from main ran the old text).
+# The rule is enforced from the merge of this test: commits up to and including main's tip then
+# (36b89a1) are grandfathered; any later change to a landed migration fails.
+GRANDFATHERED_UNTIL = "36b89a1"
+
+# What pg_dump does not show: the roles the migrations create, the scheduled job and the seeded rows.
+FACTS = {
+    "roles": """
+        select r.rolname, r.rolsuper, r.rolinherit, r.rolcreaterole, r.rolcreatedb, r.rolcanlogin,
+               r.rolreplication, r.rolbypassrls, r.rolconnlimit,
+               array(select g.rolname from pg_auth_members m join pg_roles g on g.oid = m.roleid
+                     where m.member = r.oid order by 1) as member_of
+        from pg_roles r where r.rolname !~ '^pg_' order by r.rolname""",
+    "cron jobs": "select jobname, schedule, command, database, username from cron.job order by jobname",
+    "roi.settings": "select to_jsonb(s) from roi.settings s",
+    "roi.upkeep_state": "select to_jsonb(u) from roi.upkeep_state u",
+}
+
+
+# ---- a database from the migrations equals one from the schema files -----------------------------
+
+
+@pytest.fixture(scope="module")
+def both_builds():
+    """Two throwaway clusters: one built by `supabase db push` of the migrations, one from the schema
+    files, each after the same compat layer (pg_cron lives only in database `postgres`, so one cluster
+    cannot hold both)."""
+    with throwaway_cluster() as from_migrations, throwaway_cluster(localdb.apply_schema_files) as from_schemas:
+        yield from_migrations, from_schemas
+
+
+def schema_dump(cluster: localdb.Cluster) -> list[str]:
+    """pg_dump --schema-only, minus what differs between any two dumps (the random \\restrict key) and
+    the CLI's own migration history; grants are sorted within each object (the order of an ACL records
+    the order of the GRANT statements, not a difference in privileges)."""
+    result = subprocess.run(
+        [
+            str(localdb.pg_bindir() / "pg_dump"),
+            "--schema-only",
+            "--exclude-schema=supabase_migrations",
+            f"--dbname={cluster.url()}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    lines: list[str] = []
+    grants: list[str] = []
+    in_acl = False
+    for line in result.stdout.splitlines():
+        if line.startswith(("\\restrict", "\\unrestrict")):
+            continue
+        if line.startswith("-- Name: "):
+            in_acl = "; Type: ACL;" in line or "; Type: DEFAULT ACL;" in line
+        if in_acl and line and not line.startswith("--"):
+            grants.append(line)
+            continue
+        lines += sorted(grants) + [line]
+        grants = []
+    return lines + sorted(grants)
+
+
+def named_hunks(expected: list[str], diff) -> list[str]:
+    """The unified diff with each hunk header followed by the object it is in (pg_dump's `-- Name:`
+    line), so a change deep inside a long function body still says which function."""
+    out = []
+    for line in diff:
+        out.append(line)
+        if line.startswith("@@ -"):
+            start = int(line[4:].split(",")[0].split(" ")[0])
+            name = next((e for e in reversed(expected[: start + 3]) if e.startswith("-- Name: ")), None)
+            if name:
+                out.append(f"   (in {name[len('-- Name: ') :]})")
+    return out
+
+
+def facts(cluster: localdb.Cluster) -> dict[str, list[tuple]]:
+    with psycopg.connect(cluster.url()) as conn:
+        return {name: conn.execute(sql).fetchall() for name, sql in FACTS.items()}
+
+
+def test_schema_files_build_the_database_the_migrations_build(both_builds):
+    from_migrations, from_schemas = both_builds
+    expected, actual = schema_dump(from_migrations), schema_dump(from_schemas)
+    assert any("CREATE FUNCTION public.benchmark_memory()" in line for line in expected), "the dump is empty"
+    labels = ("built from supabase/migrations", "built from supabase/schemas")
+    diff = "\n".join(named_hunks(expected, difflib.unified_diff(expected, actual, *labels, n=4, lineterm="")))
+    assert expected == actual, (
+        "supabase/schemas/ and supabase/migrations/ disagree (pg_dump of each; fix the side that is wrong, "
+        "and change SQL with a new migration AND the schema file):\n" + diff
+    )
+
+
+def test_schema_files_create_the_roles_job_and_rows_the_migrations_create(both_builds):
+    from_migrations, from_schemas = both_builds
+    expected, actual = facts(from_migrations), facts(from_schemas)
+    assert ("zm-roi-upkeep", "* * * * *", "select roi.upkeep()", "postgres", "postgres") in actual["cron jobs"]
+    assert "roi_worker" in [row[0] for row in actual["roles"]]
+    for name in FACTS:
+        assert expected[name] == actual[name], f"{name}: migrations {expected[name]!r} vs schema files {actual[name]!r}"
+
+
+# ---- migrations are immutable once merged --------------------------------------------------------
+
+
+def recorded_checksums() -> dict[str, str]:
+    """supabase/migrations.sha256, in `sha256sum` format: `<hex>  <file name>` per line."""
+    recorded = {}
+    for line in CHECKSUMS.read_text().splitlines():
+        digest, name = line.split("  ", 1)
+        recorded[name] = digest
+    return recorded
+
+
+def test_every_migration_matches_its_recorded_checksum():
+    recorded = recorded_checksums()
+    changed = [
+        path.name
+        for path in sorted(MIGRATIONS.glob("*.sql"))
+        if path.name in recorded and hashlib.sha256(path.read_bytes()).hexdigest() != recorded[path.name]
+    ]
+    assert not changed, (
+        f"{changed} changed after their checksum was recorded: a migration is never edited once merged; "
+        "put the change in a new migration (and in supabase/schemas/)"
+    )
+    missing = sorted(set(recorded) - {path.name for path in MIGRATIONS.glob("*.sql")})
+    assert not missing, f"{missing} are recorded in {CHECKSUMS.name} but gone: a merged migration is never removed"
+
+
+def test_every_migration_is_recorded():
+    unrecorded = sorted(path.name for path in MIGRATIONS.glob("*.sql") if path.name not in recorded_checksums())
+    assert not unrecorded, f"{unrecorded} have no checksum: run `make migration-checksums` and commit the result"
+
+
+def git(repo: Path, *args: str) -> str:
+    result = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    return result.stdout.strip() if result.returncode == 0 else ""
+
+
+def is_ancestor(repo: Path, commit: str, of: str) -> bool:
+    return subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", commit, of]).returncode == 0
+
+
+def changed_after_landing(repo: Path, files: list[Path], grandfathered: str | None = None) -> list[str]:
+    """Commits that changed one of `files` after it landed on main: after the first commit of main's
+    first-parent history (its merges and direct commits) that contained the file's adding commit. A
+    file not on main yet may still be fixed by its author; commits up to `grandfathered` are forgiven."""
+    ref = next((r for r in ("main", "origin/main") if git(repo, "rev-parse", "--verify", "--quiet", r)), "HEAD")
+    mainline = git(repo, "rev-list", "--first-parent", ref).split()
+    found = []
+    for path in files:
+        commits = git(repo, "log", "--follow", "--format=%H", "--", os.path.relpath(path, repo)).split()
+        if not commits:
+            continue  # not committed yet
+        added, later = commits[-1], commits[:-1]
+        landing = next((c for c in reversed(mainline) if c == added or is_ancestor(repo, added, c)), None)
+        if landing is None:
+            continue
+        for commit in later:
+            if is_ancestor(repo, commit, landing) or (grandfathered and is_ancestor(repo, commit, grandfathered)):
+                continue
+            found.append(f"{path.name}: changed by {git(repo, 'log', '-1', '--format=%h %s', commit)}")
+    return found
+
+
+def test_no_migration_changed_after_it_landed_on_main():
+    if shutil.which("git") is None or not git(ROOT, "rev-parse", "--verify", "--quiet", GRANDFATHERED_UNTIL):
+        pytest.skip("no git history in this checkout (tarball or shallow clone); the checksums still apply")
+    violations = changed_after_landing(ROOT, sorted(MIGRATIONS.glob("*.sql")), GRANDFATHERED_UNTIL)
+    assert not violations, (
+        "migrations changed after they landed on main (a database that applied the old version never gets "
+        "the change; put it in a new migration and in supabase/schemas/):\n" + "\n".join(violations)
+    )
+
+
+def test_the_history_check_catches_an_edit_after_landing_and_forgives_one_before(tmp_path):
+    """The check above can fail: in a scratch repository, a migration edited after it landed on main is
+    caught, one fixed on its branch before the merge is not, and the grandfather cutoff forgives."""
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t"}
+    env["GIT_COMMITTER_EMAIL"] = "t@t"
+
+    def run(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=tmp_path, env=env, capture_output=True, text=True, check=True).stdout
+
+    def commit(name: str, text: str, message: str) -> None:
+        (tmp_path / name).write_text(text)
+        run("add", name)
+        run("commit", "-q", "-m", message)
+
+    run("init", "-q", "-b", "main")
+    commit("a.sql", "create table a ();\n", "add a")
+    run("checkout", "-q", "-b", "feature")
+    commit("b.sql", "create table b ();\n", "add b")
+    commit("b.sql", "create table b (id int);\n", "fix b before it lands")
+    run("checkout", "-q", "main")
+    run("merge", "-q", "--no-ff", "-m", "land feature", "feature")
+    commit("a.sql", "create table a (id int);\n", "edit a after it landed")
+    files = [tmp_path / "a.sql", tmp_path / "b.sql"]
+
+    found = changed_after_landing(tmp_path, files)
+    assert len(found) == 1 and found[0].startswith("a.sql: changed by ") and "edit a after it landed" in found[0]
+    assert changed_after_landing(tmp_path, files, grandfathered=run("rev-parse", "HEAD").strip()) == []
