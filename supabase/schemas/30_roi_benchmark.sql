@@ -1087,6 +1087,10 @@ create trigger run_closures_refuse_truncate before truncate on roi.run_closures
   for each statement execute function roi.forbid_result_truncate();
 create trigger rotations_refuse_truncate before truncate on roi.rotations
   for each statement execute function roi.forbid_result_truncate();
+create trigger recall_outcomes_refuse_truncate before truncate on roi.recall_outcomes
+  for each statement execute function roi.forbid_result_truncate();
+create trigger closed_book_results_refuse_truncate before truncate on roi.closed_book_results
+  for each statement execute function roi.forbid_result_truncate();
 
 create trigger recalls_note_outcomes after insert on roi.recalls
   referencing new table as recorded

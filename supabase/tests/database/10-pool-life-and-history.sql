@@ -3,7 +3,7 @@
 -- append-only for rotations and verdict notes, TRUNCATE refused on every result table (even for
 -- its owner), and upkeep isolating one owner's failure from the others.
 begin;
-select plan(26);
+select plan(28);
 
 -- ---------------------------------------------------------------- per-probe pin
 select tests.create_user('pinned@pool.test');
@@ -124,10 +124,17 @@ select throws_ok($$delete from roi.verdict_notes$$, '42501', null, 'nor deleted'
 select is((select count(*)::int from pg_tables where schemaname = 'roi'
            and tablename in ('runs', 'recalls', 'verdicts', 'run_closures', 'rotations', 'verdict_notes')
            and tableowner = current_user), 6, 'this session owns every result table');
-select is(array(select t from unnest(array['runs', 'recalls', 'verdicts', 'run_closures', 'rotations', 'verdict_notes']) t
-                where not exists (select from pg_trigger g where g.tgrelid = ('roi.' || t)::regclass
-                                  and g.tgtype & 32 = 32 and not g.tgisinternal)),
-  '{}'::text[], 'every result table has a TRUNCATE trigger');
+-- Result tables are the ones whose rows refuse update and delete; each must refuse TRUNCATE too.
+select isnt_empty($$select 1 from pg_trigger g where g.tgfoid = 'roi.forbid_result_change()'::regprocedure$$,
+  'result tables are found by their append-only row trigger');
+select is(array(select distinct g.tgrelid::regclass::text from pg_trigger g
+                where g.tgfoid = 'roi.forbid_result_change()'::regprocedure
+                  and not exists (select from pg_trigger t where t.tgrelid = g.tgrelid
+                                  and t.tgfoid = 'roi.forbid_result_truncate()'::regprocedure)
+                order by 1),
+  '{}'::text[], 'every append-only result table has a TRUNCATE trigger');
+select throws_ok($$truncate roi.recall_outcomes$$, '42501',
+  'roi.recall_outcomes: recorded results are append-only (truncate refused)', 'TRUNCATE of recall outcomes is refused');
 select throws_ok($$truncate roi.verdicts cascade$$, '42501',
   'roi.verdicts: recorded results are append-only (truncate refused)', 'TRUNCATE of verdicts is refused, even for the owner');
 select throws_ok($$truncate roi.runs cascade$$, '42501', null, 'TRUNCATE of runs (and everything hanging off them) is refused');
