@@ -36,6 +36,8 @@
 --      every pin, is generic instead of re-planned on every call. A pin narrows to the caller's own
 --      memberships first, so pinning someone else's project or team reads nothing of it (its size
 --      cannot be timed).
+--   4. No JIT (20261201070100_short_statements_never_jit): a recall's cost estimate grows with the
+--      table, its work does not; compiling its plan would cost more than running it.
 
 -- ============================================================================================
 -- Indexes
@@ -118,6 +120,7 @@ create function public.recall_lexical(
   personal_only boolean default false
 ) returns table (memory_id uuid, kind text, scope text, title text, body text, score real)
   language plpgsql stable security invoker set search_path = '' set plan_cache_mode = force_generic_plan
+  set jit = off
 as $$
 declare
   tsq tsquery := public.recall_query(coalesce(query, ''));
@@ -207,6 +210,7 @@ create function public.recall(
   query_embedding extensions.vector default null
 ) returns table (memory_id uuid, kind text, scope text, title text, body text, score real)
   language plpgsql stable security invoker set search_path = '' set plan_cache_mode = force_generic_plan
+  set jit = off
 as $$
 declare
   rrf_k constant integer := 50;

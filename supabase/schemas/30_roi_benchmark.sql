@@ -824,9 +824,10 @@ $$;
 -- INVOKER: every recall runs as the caller with RLS applied. One run per owner at a time: a
 -- transaction-scoped advisory lock serialises concurrent calls, and an open run is the durable
 -- guard that makes a later call answer `in_progress` (unless it is overdue, or an LLM run left
--- without a judge in deterministic mode: either is closed and a new run starts).
+-- without a judge in deterministic mode: either is closed and a new run starts). JIT off: its
+-- statements are short, and their estimates grow with the tables, not with their work.
 create function public.benchmark_memory() returns jsonb
-  language plpgsql volatile security invoker set search_path = ''
+  language plpgsql volatile security invoker set search_path = '' set jit = off
 as $$
 declare
   caller uuid := auth.uid();
