@@ -86,18 +86,13 @@ def test_the_report_shows_a_loss_it_was_given(tmp_path: Path):
     assert "| crashes | a scenario that lost two | 5 | 2 |" in (tmp_path / "reliability.md").read_text()
 
 
-# test_worker_queue.py times its wait (a wall-clock window); another branch replaces it with a wait on
-# observable state, after which this exemption goes.
-OWN_WAIT_PENDING = {"test_worker_queue.py"}
-
-
 def test_tests_share_one_wait_for_one_benchmark_and_one_user_cleanup():
     definitions: dict[str, list[str]] = {"wait_for": [], "benchmark": [], "remove_users": []}
     deletes_users = []
     for path in sorted((ROOT / "tests").glob("*.py")):
         source = path.read_text()
         for node in ast.walk(ast.parse(source)):
-            if isinstance(node, ast.FunctionDef) and node.name in definitions and path.name not in OWN_WAIT_PENDING:
+            if isinstance(node, ast.FunctionDef) and node.name in definitions:
                 definitions[node.name].append(path.name)
         if "delete from auth.users" in source and path.name not in ("support.py", "test_evidence.py"):
             deletes_users.append(path.name)

@@ -7,11 +7,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
 import psycopg
 
 from tests.conftest import ROOT, throwaway_cluster
+from tests.support import wait_for
 from zm_roi import localdb
 
 # pg_cron fires at the start of each minute: one full minute plus the time a run takes.
@@ -36,17 +36,16 @@ def test_the_scheduled_upkeep_job_succeeds_and_db_status_reports_it():
 
         with psycopg.connect(made.url(), autocommit=True) as conn:
             conn.execute("update cron.job set active = true where jobname = 'zm-roi-upkeep'")
-            deadline = time.monotonic() + WAIT_SECONDS
-            runs: list = []
-            while time.monotonic() < deadline:
-                runs = conn.execute(
+
+            def finished_runs() -> list:
+                return conn.execute(
                     """select d.status, d.return_message from cron.job_run_details d
                        join cron.job j using (jobid) where j.jobname = 'zm-roi-upkeep' and d.status in
                        ('succeeded', 'failed') order by d.start_time"""
                 ).fetchall()
-                if runs:
-                    break
-                time.sleep(1)
+
+            wait_for(finished_runs, timeout=WAIT_SECONDS, fail=False)
+            runs = finished_runs()
             last_upkeep = conn.execute("select last_run_at from roi.upkeep_state").fetchone()[0]
         assert runs, f"no scheduled run of zm-roi-upkeep finished within {WAIT_SECONDS} s"
         assert runs[0][0] == "succeeded", f"the scheduled upkeep failed: {runs[0]}"

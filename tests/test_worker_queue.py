@@ -4,12 +4,11 @@ judgments, rows whose worker died on its last attempt, and NOTIFY waking an idle
 from __future__ import annotations
 
 import threading
-import time
 
 import psycopg
 from psycopg.rows import dict_row
 
-from tests.support import as_user
+from tests.support import as_user, wait_for
 from tests.worker_support import (
     GENERATION_MODEL,
     JUDGE_MODEL,
@@ -159,14 +158,6 @@ def test_a_last_attempt_that_died_with_its_worker_is_not_retried_forever(db_url,
         (owner,),
     )
     assert probe == {"state": "retired", "retired_reason": "generation_failed"}
-
-
-def wait_for(predicate, timeout: float) -> None:
-    """Wait on observable state; the timeout only bounds a failure."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 def test_notify_wakes_an_idle_worker_and_polling_catches_what_nobody_announced(db_url, worker_url, llm_mode, owners):
