@@ -1,7 +1,7 @@
 -- Diagnosable runs: retrieval figures, the breakdown, the paired comparison with its exact sign test,
 -- cost per run and the closed-book spot-check, each proved on constructed data.
 begin;
-select plan(43);
+select plan(45);
 
 -- ---- Part A: a real deterministic run where look-alikes crowd sources out of the top ten --------
 select tests.create_user('looks@diag.test');
@@ -266,8 +266,12 @@ select is((select count(*)::int from roi.closed_book_queue where run_id = '00000
   'and the queue is empty');
 select throws_ok(format($$insert into roi.closed_book_results (run_id, probe_id, owner_id, bare_correct)
     values ('00000000-0000-0000-0000-0000000f0001', '00000000-0000-0000-0000-0000000b0001', %L, true)$$, :'built'),
-  '42501', null, 'the worker cannot record a result for a probe it was not asked to check');
+  '42501', null, 'the worker cannot write a result row directly');
+select is(roi.record_closed_book('00000000-0000-0000-0000-0000000f0001', '00000000-0000-0000-0000-0000000b0001', true),
+  false, 'nor record one through its verb for a probe it was not asked to check');
 reset role;
+select is((select count(*)::int from roi.closed_book_results where run_id = '00000000-0000-0000-0000-0000000f0001'
+             and probe_id = '00000000-0000-0000-0000-0000000b0001'), 0, 'so no such result exists');
 select throws_ok($$update roi.closed_book_results set bare_correct = not bare_correct$$, '42501', null,
   'spot-check results are append-only');
 select throws_ok($$insert into public.usage_events (owner_id, purpose, model) values (tests.user_id('built@diag.test'), 'chat', 'm')$$,

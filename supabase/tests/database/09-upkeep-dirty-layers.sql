@@ -2,7 +2,7 @@
 -- layers (as the writing user, RLS applied), upkeep resolves them to owners with a pool, and
 -- retirement and top-up still happen for those owners.
 begin;
-select plan(26);
+select plan(28);
 
 select tests.create_user('ann@dirty.test');
 select tests.create_user('ben@dirty.test');
@@ -88,7 +88,9 @@ select is(roi.upkeep() ->> 'owners', '2', 'and the cycle visits those two');
 -- An owner without a pool is never visited, whatever they write.
 insert into public.memories (author_id, scope, kind, title, body) values
   (tests.user_id('eve@dirty.test'), 'personal', 'decision', 'Dirty Eve b', 'eve b');
-select is_empty($$select * from pg_temp.would_visit()$$, 'an owner with no pool is not visited');
+select isnt_empty($$select 1 from roi.dirty_layers where layer = 'personal' and layer_id = tests.user_id('eve@dirty.test')$$,
+  'her write marked her layer');
+select is_empty($$select * from pg_temp.would_visit()$$, 'but an owner with no pool is not visited');
 select is(roi.upkeep() ->> 'owners', '0', 'the cycle visits nobody');
 
 -- Invalidation, written by the author, retires the probe in every member's pool.
@@ -115,7 +117,9 @@ select is(roi.upkeep() ->> 'retired', '1', 'leaving retires the project''s probe
 update roi.settings set pool_target = 2;
 insert into public.memories (author_id, scope, project_id, kind, title, body) values
   (tests.user_id('cat@dirty.test'), 'project', '00000000-0000-0000-0000-0000000d1002', 'gotcha', 'Dirty P2 b', 'p2 b');
-select is_empty($$select * from pg_temp.would_visit()$$, 'an addition to an owner whose pool is full visits nobody');
+select isnt_empty($$select 1 from roi.dirty_layers where layer = 'project' and layer_id = '00000000-0000-0000-0000-0000000d1002'$$,
+  'the addition marked its project');
+select is_empty($$select * from pg_temp.would_visit()$$, 'but an addition to an owner whose pool is full visits nobody');
 select is(roi.upkeep() ->> 'owners', '0', 'so the cycle is idle');
 update public.memories set invalidated_at = now() where title = 'Dirty Cat own';
 select results_eq($$select * from pg_temp.would_visit()$$, $$values ('cat@dirty.test')$$,
