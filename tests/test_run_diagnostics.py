@@ -222,3 +222,26 @@ def test_a_spot_check_whose_grade_fails_is_retried_and_both_calls_are_metered(db
     [run] = as_user(db_url, carol, "select * from public.roi_benchmark_runs")
     assert (run["closed_book_checked"], run["closed_book_correct"], run["closed_book_agreement_count"]) == (1, 0, 1)
     assert run["cost_usd"] is None and run["input_tokens"] > 0
+
+
+def test_the_bare_answer_is_metered_even_when_grading_it_crashes_the_worker(db_url, worker_url, llm_mode, owners):
+    config = WorkerConfig(generation_model=GENERATION_MODEL, judge_model=JUDGE_MODEL)
+
+    def answer(model: str, prompt: str) -> str:
+        if prompt.startswith("You grade an answer"):
+            raise TypeError("a bug while grading")
+        if prompt.startswith("Answer the question below"):
+            return json.dumps({"answer": "I do not know."})
+        return default_answer(model, prompt)
+
+    dora = owners.create(KNOWLEDGE[:1])
+    benchmark(db_url, dora)
+    Worker(worker_url, config, ScriptedModel(answer)).run(once=True)
+    set_settings(db_url, closed_book_checks=1)
+    run_id = benchmark(db_url, dora)["run_id"]
+    with pytest.raises(TypeError, match="while grading"):
+        Worker(worker_url, config, ScriptedModel(answer)).run(once=True)
+    purposes = fetch(
+        db_url, "select purpose from public.usage_events where owner_id = %s and run_id = %s", (dora, run_id)
+    )
+    assert "closed_book_answer" in [p["purpose"] for p in purposes], "the answering call came back and is metered"

@@ -101,6 +101,25 @@ def test_a_bug_in_the_worker_crashes_it_with_the_row_released(db_url, worker_url
     assert probe["state"] == "active"
 
 
+def test_a_reply_with_no_choice_is_metered_and_retried(db_url, worker_url, llm_mode, owners):
+    """A content filter can answer with no choice at all; the provider billed the call all the same."""
+    owner = owners.create(KNOWLEDGE[:1])
+    assert benchmark(db_url, owner)["status"] == "generating"
+    scripted = ScriptedModel(default_answer)
+
+    def filtered(**kwargs):
+        response = scripted(**kwargs)
+        response.choices = []
+        return response
+
+    worker = Worker(worker_url, CONFIG, filtered)
+    assert worker.run(once=True) == 1 and worker.failed == 1
+    [probe] = fetch(db_url, "select state, attempts, last_error from roi.probes where owner_id = %s", (owner,))
+    assert probe["state"] == "pending" and probe["attempts"] == 1 and probe["last_error"], probe
+    events = fetch(db_url, "select purpose, input_tokens from public.usage_events where owner_id = %s", (owner,))
+    assert [e["purpose"] for e in events] == ["probe_generation"] and events[0]["input_tokens"] > 0
+
+
 @pytest.mark.parametrize("value", ["0", "-2", "eight", "65"])
 def test_a_bad_worker_concurrency_is_one_clear_error(monkeypatch, capsys, value):
     monkeypatch.setenv("ZM_WORKER_CONCURRENCY", value)

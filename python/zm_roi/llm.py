@@ -84,8 +84,12 @@ def call(
         drop_params=True,
     )
     usage = getattr(response, "usage", None)
+    # A reply with no choice (a content filter, a truncated body) is still a call the provider billed:
+    # it comes back as empty text, which the parser refuses, so the call is metered and the row retried.
+    choices = getattr(response, "choices", None) or []
+    message = getattr(choices[0], "message", None) if choices else None
     return Reply(
-        text=response.choices[0].message.content or "",
+        text=getattr(message, "content", None) or "",
         input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
         output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
         cost_usd=cost_of(response),

@@ -172,7 +172,8 @@ listen roi_work;
 -- name: worker_queue_state
 select s.extractor,
        (select count(*) from roi.probes p where p.state = 'pending')
-       + (select count(*) from roi.judgments j) as queued
+       + (select count(*) from roi.judgments j)
+       + (select count(*) from roi.closed_book_queue c) as queued
 from roi.settings s;
 
 -- name: claim_judgment

@@ -309,6 +309,8 @@ class Worker:
         ask = {"release_query": "release_closed_book", "release_args": release}
         bare = prompts.closed_book_prompt(job["question"])
         answer = self._ask(conn, job, model, bare, prompts.parse_bare_answer, **ask)
+        with conn.transaction():  # metered now: the grading call below may never come back
+            self._meter(conn, "closed_book_answer", model, job, answer)
         grade = None
         if answer.failure is None:
             grading = prompts.closed_book_grade_prompt(
@@ -317,7 +319,6 @@ class Worker:
             grade = self._ask(conn, job, model, grading, prompts.parse_grade, **ask)
         failure = answer.failure or (grade.failure if grade else None)
         with conn.transaction():
-            self._meter(conn, "closed_book_answer", model, job, answer)
             if grade is not None:
                 self._meter(conn, "closed_book_grade", model, job, grade)
             if failure is None:
