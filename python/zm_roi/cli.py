@@ -108,11 +108,9 @@ def db_status(cluster: localdb.Cluster) -> None:
         state = "created, stopped" if cluster.exists() else "absent"
         print(f"{state}: {cluster.home}")
         return
-    version = cluster.server_version()
-    print(f"running: {cluster.home} on 127.0.0.1:{cluster.port} (PostgreSQL {version})")
-    installed = localdb.installed_version()
-    if installed != version:
-        print(f"stale: PostgreSQL {installed} is installed since it started; run `zm-roi db up` to restart it")
+    print(f"running: {cluster.home} on 127.0.0.1:{cluster.port} (PostgreSQL {cluster.server_version()})")
+    if stale := cluster.stale_server():
+        print(f"stale: PostgreSQL {stale[1]} is installed since it started; run `zm-roi db up` to restart it")
     print(f"upkeep: {localdb.upkeep_report(cluster.url())}")
 
 

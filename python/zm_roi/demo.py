@@ -201,8 +201,7 @@ def run_demo(config: Settings, db_up) -> Path:
     step(1, "starting the embedded database (PostgreSQL 15 + pg_cron, migrations via the Supabase CLI)")
     cluster: localdb.Cluster = db_up(config, quiet=True)
     db_url = cluster.url()
-    with psycopg.connect(db_url) as conn:
-        llm = conn.execute(query("get_extractor")).fetchone()[0] == "llm"
+    llm = localdb.get_extractor(db_url) == "llm"
 
     step(2, f"loading the demo team '{TEAM}' (maya and leo, three projects with different members)")
     imported = load_demo_team(db_url)

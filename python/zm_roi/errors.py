@@ -6,7 +6,8 @@ the dashboard and the local transport all go through it (`with database_errors()
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import difflib
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import psycopg
@@ -14,6 +15,14 @@ import psycopg
 
 class UserError(Exception):
     """Something the user can fix; the message says what to do."""
+
+
+def nearest_name(name: str, names: Sequence[str]) -> str | None:
+    """The existing name a mistyped one most likely meant (same letters in another case first), for a
+    "did you mean" in an error message; None when nothing is close."""
+    same = [n for n in names if n.lower() == name.strip().lower()]
+    near = same or difflib.get_close_matches(name, names, n=1)
+    return near[0] if near else None
 
 
 class AuthError(UserError):

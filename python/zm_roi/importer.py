@@ -6,7 +6,6 @@ team. Importing the same file again adds nothing: identical memories are skipped
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ import psycopg
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from zm_roi import embeddings
-from zm_roi.errors import UserError
+from zm_roi.errors import UserError, nearest_name
 from zm_roi.queries import query
 
 MAX_TITLE = 1_000
@@ -216,10 +215,10 @@ def _place(conn: psycopg.Connection, kind: str, name: str, user_id, target: Targ
     found = conn.execute(query(f"{kind}_id_by_name"), {"name": name}).fetchone()
     if found is None:
         others = [row[0] for row in conn.execute(query(f"{kind}_names")).fetchall()]
-        near = [n for n in others if n.lower() == name.lower()] or difflib.get_close_matches(name, others, n=1)
+        near = nearest_name(name, others)
         place_id = conn.execute(query(f"create_{kind}"), {"name": name}).fetchone()[0]
         conn.execute(query(f"add_{kind}_member"), {f"{kind}_id": place_id, "user_id": user_id})
-        hint = f" (did you mean '{near[0]}'? it exists already)" if near else ""
+        hint = f" (did you mean '{near}'? it exists already)" if near else ""
         result.notes.append(f"created {kind} '{name}' with {target.email} as its member{hint}")
         return place_id
     place_id = found[0]

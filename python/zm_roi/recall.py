@@ -4,13 +4,12 @@ questions are (the embedding call is metered for that user)."""
 
 from __future__ import annotations
 
-import difflib
 import textwrap
 
 import psycopg
 
 from zm_roi import embeddings
-from zm_roi.errors import UserError
+from zm_roi.errors import UserError, nearest_name
 from zm_roi.identity import act_as, claims_for
 from zm_roi.queries import query
 
@@ -31,9 +30,8 @@ def recall_as(db_url: str, question: str, email: str, project: str | None, limit
             found = conn.execute(query("project_id_by_name"), {"name": project}).fetchone()
             if found is None:
                 names = [name for (name,) in conn.execute(query("project_names")).fetchall()]
-                near = [n for n in names if n.lower() == project.strip().lower()]
-                near = near or difflib.get_close_matches(project, names, n=1)
-                raise UserError(f"no project named {project!r}" + (f"; did you mean {near[0]!r}?" if near else ""))
+                near = nearest_name(project, names)
+                raise UserError(f"no project named {project!r}" + (f"; did you mean {near!r}?" if near else ""))
             project_id = found[0]
         vector = None
         model = embeddings.configured_model()
