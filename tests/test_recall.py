@@ -82,6 +82,7 @@ def test_hybrid_finds_the_paraphrase_the_lexical_recall_misses(db_url, project_u
     hits = recall_hits(db_url, PARAPHRASE, email, project, 3)
     assert MEMORIES[0][1] in [h["title"] for h in hits], "the hybrid brings the paraphrased memory into the top 3 of 8"
     assert [h["rank"] for h in hits] == [1, 2, 3]
+    assert hits[0]["title"] == MEMORIES[0][1], f"and first of the 8, above the five unrelated ones: {hits}"
 
 
 def test_configure_refuses_a_broken_recall_in_one_line_and_keeps_the_setting(
