@@ -354,8 +354,8 @@ class Worker:
         release_args: dict,
     ) -> Outcome:
         """Call the model on the owner's own key when they stored one, else the deployment's. A provider,
-        network or parse failure becomes an Outcome the queue retries; anything else (an interrupt, a
-        bug) releases the row and propagates."""
+        network or parse failure becomes an Outcome the queue retries; anything else (a bug) releases
+        the row and propagates. (Lanes are threads: Ctrl-C reaches run() in the main thread, never here.)"""
         reply = None
         byok = False
         try:
@@ -388,7 +388,7 @@ class Worker:
         except RETRYABLE as exc:
             return Outcome(reply, byok, failure=describe(exc))
         except BaseException as exc:
-            why = "the worker was interrupted" if isinstance(exc, KeyboardInterrupt) else f"worker bug: {describe(exc)}"
+            why = f"worker bug: {describe(exc)}"
             try:
                 conn.execute(query(release_query), {**release_args, "failure": why})
             except psycopg.Error as lost:
