@@ -16,7 +16,7 @@ from typing import Literal
 import psycopg
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from zm_roi import embeddings
+from zm_roi import embeddings, localdb
 from zm_roi.errors import UserError, nearest_name
 from zm_roi.queries import query
 
@@ -141,7 +141,7 @@ def import_memories(db_url: str, path: Path, target: Target) -> ImportResult:
             scope_for(line, target)
         except ValueError as exc:
             raise UserError(f"{path}:{number}: {exc}") from None
-    with psycopg.connect(db_url, connect_timeout=10) as conn, conn.transaction():
+    with localdb.connect(db_url) as conn, conn.transaction():
         return write_memories(conn, [line for _, line in numbered], target)
 
 
