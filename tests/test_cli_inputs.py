@@ -88,6 +88,19 @@ def test_a_malformed_database_url_is_a_one_line_error():
     one_line_error(zm("configure", ZM_DB_URL="not a url"), "check ZM_DB_URL")
 
 
+def test_only_a_malformed_connection_string_blames_zm_db_url(db_url):
+    """Before: psycopg's ProgrammingError for a misused call (a wrong parameter count) said "check ZM_DB_URL" too."""
+    for url in ("not a url", "postgresql://u@127.0.0.1/db?no_such_option=1"):
+        with pytest.raises(psycopg.ProgrammingError) as caught:
+            psycopg.connect(url)
+        assert "check ZM_DB_URL" in str(database_error(caught.value)), url
+    with psycopg.connect(db_url) as conn, pytest.raises(psycopg.ProgrammingError) as caught:
+        conn.execute("select %s", (1, 2))
+    misuse = str(database_error(caught.value))
+    assert misuse.startswith("the database call failed: the query has 1 placeholder"), misuse
+    assert "ZM_DB_URL" not in misuse
+
+
 def test_a_peer_that_accepts_and_never_answers_is_given_up_on():
     """Before: the command waited forever on a listener that accepted the connection and said nothing."""
     with socket.socket() as silent:
