@@ -73,12 +73,16 @@ def test_numbers_out_of_range_are_refused_before_anything_runs(args, expected):
 
 
 def test_a_database_without_the_migrations_says_to_apply_them(cluster):
-    """Before: `configure` on a database without the migrations printed a traceback."""
+    """Before: `configure` on a database without the migrations printed a traceback, and
+    `configure --recall-function` printed the server's bare "function roi.configure_recall… does not exist"."""
     with psycopg.connect(cluster.url(), autocommit=True) as conn:
         conn.execute("drop database if exists bare")
         conn.execute("create database bare")
     try:
         one_line_error(zm("configure", ZM_DB_URL=cluster.url(dbname="bare")), "`zm-roi db up`")
+        bare = zm("configure", "--recall-function", "public.recall", ZM_DB_URL=cluster.url(dbname="bare"))
+        one_line_error(bare, "lacks part of the zm-roi schema")
+        assert "`zm-roi db up`" in bare.stderr
     finally:
         with psycopg.connect(cluster.url(), autocommit=True) as conn:
             conn.execute("drop database bare with (force)")

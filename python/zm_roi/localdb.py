@@ -371,6 +371,9 @@ def _set_login_password(cluster: Cluster, role: str, password: str) -> None:
 
 def set_recall_function(url: str, name: str) -> str:
     """Point the benchmark at another recall function; the database refuses a wrong one (one line)."""
+    # The four SQLSTATEs are roi.resolve_recall_function's own refusals, worded for the user: errors.py's
+    # mapper would call "no function public.x" a missing zm-roi schema and tell the user to migrate.
+    # Everything else (no roi schema, a dropped connection) leaves here for the mapper.
     try:
         with connect(url) as conn:
             return conn.execute(query("configure_recall"), {"name": name}).fetchone()[0]
