@@ -180,3 +180,14 @@ def test_recall_in_a_misspelt_project_suggests_the_near_name(db_url, email, json
     assert zm("import", str(jsonl), "--user", email, "--project", project, ZM_DB_URL=db_url).returncode == 0
     result = zm("recall", "sdk", "--user", email, "--project", project.upper(), ZM_DB_URL=db_url)
     one_line_error(result, f"no project named {project.upper()!r}; did you mean {project!r}?")
+
+
+def test_connections_give_up_after_ten_seconds_unless_the_user_chose_a_timeout(db_url, monkeypatch):
+    monkeypatch.delenv("PGCONNECT_TIMEOUT", raising=False)
+    with localdb.connect(db_url) as conn:
+        assert "connect_timeout=10" in conn.info.dsn.split()
+    with localdb.connect(f"{db_url}&connect_timeout=4") as conn:
+        assert "connect_timeout=4" in conn.info.dsn.split(), "the URL's own timeout is kept"
+    monkeypatch.setenv("PGCONNECT_TIMEOUT", "3")
+    with localdb.connect(db_url) as conn:
+        assert "connect_timeout=3" in conn.info.dsn.split(), "and so is the environment's"

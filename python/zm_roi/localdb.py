@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 
 from zm_roi.errors import UserError
 from zm_roi.queries import query
@@ -52,8 +53,11 @@ SERVER_SETTINGS = {
 
 def connect(url: str, **kwargs) -> psycopg.Connection:
     """psycopg.connect that gives up after CONNECT_TIMEOUT seconds (the CLI's, importer's, recall's and
-    local transport's connections open here)."""
-    return psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT, **kwargs)
+    local transport's connections open here), unless the user chose a timeout: in the URL or in
+    PGCONNECT_TIMEOUT, which libpq reads only when the connection string names none."""
+    if "PGCONNECT_TIMEOUT" not in os.environ and "connect_timeout" not in conninfo_to_dict(url):
+        kwargs.setdefault("connect_timeout", CONNECT_TIMEOUT)
+    return psycopg.connect(url, **kwargs)
 
 
 def project_root() -> Path:
