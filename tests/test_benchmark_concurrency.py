@@ -184,10 +184,7 @@ def test_a_call_that_cannot_get_the_owner_lock_in_time_answers_in_progress(db_ur
         psycopg.connect(db_url) as holder,
     ):
         holder.execute("select pg_advisory_xact_lock(roi.owner_lock_key(%s))", (owner,))
+        # The holder lets go only when this block ends, so the answer below came while it held the lock.
         answer = pool.submit(benchmark, db_url, owner).result(timeout=30)
-        still_held = holder.execute(
-            "select count(*) from pg_locks where locktype = 'advisory' and pid = pg_backend_pid()"
-        ).fetchone()[0]
-    assert still_held == 1, "the answer came while the lock was still held"
     assert answer == {"status": "in_progress", "run_id": first["run_id"]}
     assert run_count(db_url, owner) == 1

@@ -73,12 +73,16 @@ def test_numbers_out_of_range_are_refused_before_anything_runs(args, expected):
 
 
 def test_a_database_without_the_migrations_says_to_apply_them(cluster):
-    """Before: `configure` on a database without the migrations printed a traceback."""
+    """Before: `configure` on a database without the migrations printed a traceback, and
+    `configure --recall-function` printed the server's bare "function roi.configure_recall… does not exist"."""
     with psycopg.connect(cluster.url(), autocommit=True) as conn:
         conn.execute("drop database if exists bare")
         conn.execute("create database bare")
     try:
         one_line_error(zm("configure", ZM_DB_URL=cluster.url(dbname="bare")), "`zm-roi db up`")
+        bare = zm("configure", "--recall-function", "public.recall", ZM_DB_URL=cluster.url(dbname="bare"))
+        one_line_error(bare, "lacks part of the zm-roi schema")
+        assert "`zm-roi db up`" in bare.stderr
     finally:
         with psycopg.connect(cluster.url(), autocommit=True) as conn:
             conn.execute("drop database bare with (force)")
@@ -86,6 +90,19 @@ def test_a_database_without_the_migrations_says_to_apply_them(cluster):
 
 def test_a_malformed_database_url_is_a_one_line_error():
     one_line_error(zm("configure", ZM_DB_URL="not a url"), "check ZM_DB_URL")
+
+
+def test_only_a_malformed_connection_string_blames_zm_db_url(db_url):
+    """Before: psycopg's ProgrammingError for a misused call (a wrong parameter count) said "check ZM_DB_URL" too."""
+    for url in ("not a url", "postgresql://u@127.0.0.1/db?no_such_option=1"):
+        with pytest.raises(psycopg.ProgrammingError) as caught:
+            psycopg.connect(url)
+        assert "check ZM_DB_URL" in str(database_error(caught.value)), url
+    with psycopg.connect(db_url) as conn, pytest.raises(psycopg.ProgrammingError) as caught:
+        conn.execute("select %s", (1, 2))
+    misuse = str(database_error(caught.value))
+    assert misuse.startswith("the database call failed: the query has 1 placeholder"), misuse
+    assert "ZM_DB_URL" not in misuse
 
 
 def test_a_peer_that_accepts_and_never_answers_is_given_up_on():
@@ -163,3 +180,14 @@ def test_recall_in_a_misspelt_project_suggests_the_near_name(db_url, email, json
     assert zm("import", str(jsonl), "--user", email, "--project", project, ZM_DB_URL=db_url).returncode == 0
     result = zm("recall", "sdk", "--user", email, "--project", project.upper(), ZM_DB_URL=db_url)
     one_line_error(result, f"no project named {project.upper()!r}; did you mean {project!r}?")
+
+
+def test_connections_give_up_after_ten_seconds_unless_the_user_chose_a_timeout(db_url, monkeypatch):
+    monkeypatch.delenv("PGCONNECT_TIMEOUT", raising=False)
+    with localdb.connect(db_url) as conn:
+        assert "connect_timeout=10" in conn.info.dsn.split()
+    with localdb.connect(f"{db_url}&connect_timeout=4") as conn:
+        assert "connect_timeout=4" in conn.info.dsn.split(), "the URL's own timeout is kept"
+    monkeypatch.setenv("PGCONNECT_TIMEOUT", "3")
+    with localdb.connect(db_url) as conn:
+        assert "connect_timeout=3" in conn.info.dsn.split(), "and so is the environment's"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from tests.conftest import ROOT
 from zm_roi import localdb
+from zm_roi.settings import DEFAULT_WORKER_CONCURRENCY
 
 
 def quick_start_lines() -> list[str]:
@@ -43,3 +44,8 @@ def test_every_quick_start_line_runs(tmp_path):
     finally:
         localdb.Cluster(home / "db", port).destroy()
         subprocess.run(["rm", "-rf", str(home)], check=False)
+
+
+def test_the_readme_states_the_default_worker_concurrency_the_code_uses():
+    readme = (ROOT / "README.md").read_text()
+    assert f"`ZM_WORKER_CONCURRENCY` ({DEFAULT_WORKER_CONCURRENCY}, at most 64)" in readme

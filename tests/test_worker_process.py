@@ -24,6 +24,7 @@ from tests.worker_support import (
     seed_queued_judgments,
     set_settings,
 )
+from zm_roi.settings import DEFAULT_WORKER_CONCURRENCY
 from zm_roi.worker import Worker, WorkerConfig
 
 CONFIG = WorkerConfig(generation_model=GENERATION_MODEL, judge_model=JUDGE_MODEL)
@@ -65,7 +66,7 @@ def leased_rows(db_url: str, run_id: str) -> list[dict]:
     )
 
 
-IN_HAND = 8  # the default ZM_WORKER_CONCURRENCY: one process holds this many rows at once
+IN_HAND = DEFAULT_WORKER_CONCURRENCY  # one process holds this many rows at once
 
 
 def verdict_counts(db_url: str, run_id) -> list[int]:
@@ -117,7 +118,7 @@ def test_a_worker_killed_with_eight_rows_in_hand_loses_none_and_doubles_none(
     fake_openai.hold_next_judgment(IN_HAND)
     victim = start_worker(env)
     try:
-        assert fake_openai.wait_until_held(IN_HAND), "the worker never had eight calls in flight"
+        assert fake_openai.wait_until_held(IN_HAND), f"the worker never had {IN_HAND} calls in flight"
         held = leased_rows(db_url, run_id)
         assert len(held) == IN_HAND and all(r["attempts"] == 1 and r["leased"] for r in held)
         victim.send_signal(signal.SIGKILL)
@@ -179,7 +180,7 @@ def test_sigterm_with_eight_rows_in_hand_finishes_them_then_exits(db_url, worker
     worker = start_worker(worker_env(worker_url, "OPENAI_BASE_URL", fake_openai.url))
     log = StderrLines(worker)
     try:
-        assert fake_openai.wait_until_held(IN_HAND), "the worker never had eight calls in flight"
+        assert fake_openai.wait_until_held(IN_HAND), f"the worker never had {IN_HAND} calls in flight"
         worker.send_signal(signal.SIGTERM)
         assert log.wait_for_line("stopping after the rows in hand"), log.text()
         assert worker.poll() is None, "it waits for the model's answers to the rows in hand"

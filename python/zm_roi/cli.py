@@ -7,13 +7,10 @@ import os
 import sys
 from pathlib import Path
 
-import psycopg
-
 from zm_roi import localdb, settings
 from zm_roi.errors import UserError, database_errors
 
 DASHBOARD_PORT = 8787
-CONNECT_TIMEOUT = 10
 
 
 def embedded_cluster(config: settings.Settings) -> localdb.Cluster:
@@ -232,7 +229,7 @@ def cmd_token(args: argparse.Namespace, config: settings.Settings) -> None:
     if not config.db_url:
         running_cluster(config)
     db_url, jwt_secret = transport.local_database(config, embedded_cluster(config))
-    with psycopg.connect(db_url, connect_timeout=10) as conn:
+    with localdb.connect(db_url) as conn:
         row = conn.execute(query("user_id_by_email"), {"email": args.user}).fetchone()
     if row is None:
         raise UserError(f"no user {args.user}: import memories for them first")
@@ -366,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # Every connection this process (and the tools it starts) opens gives up instead of hanging on a
     # peer that accepts and never answers; libpq and psycopg both read it. The user's own value wins.
-    os.environ.setdefault("PGCONNECT_TIMEOUT", str(CONNECT_TIMEOUT))
+    os.environ.setdefault("PGCONNECT_TIMEOUT", str(localdb.CONNECT_TIMEOUT))
     try:
         config = settings.load()
         with database_errors():

@@ -50,8 +50,11 @@ def database_error(exc: psycopg.Error) -> UserError:
         return UserError(f"the database refused the login ({message}): check the user and password in ZM_DB_URL")
     if not state and isinstance(exc, psycopg.OperationalError):
         return UserError(f"cannot reach the database ({message}); is it up? try `zm-roi db up`")
-    if not state:
+    if not state and _from_connection_string(exc):
         return UserError(f"the database connection settings are not usable ({message}): check ZM_DB_URL")
+    if not state:
+        # psycopg's own refusal of a call (a wrong parameter count, a closed cursor): not the settings.
+        return UserError(f"the database call failed: {message}")
     if state == "54001":
         return UserError(f"the request is too large for the database to parse ({message}): make it shorter")
     if state == "57014":
@@ -78,6 +81,17 @@ def database_errors() -> Iterator[None]:
         yield
     except psycopg.Error as exc:
         raise database_error(exc) from None
+
+
+def _from_connection_string(exc: psycopg.Error) -> bool:
+    """Whether psycopg raised `exc` while reading a connection string. psycopg raises ProgrammingError
+    both for a malformed URL (from psycopg.conninfo, as connect() parses it) and for a misused call."""
+    frame = exc.__traceback__
+    while frame is not None:
+        if frame.tb_frame.f_globals.get("__name__") == "psycopg.conninfo":
+            return True
+        frame = frame.tb_next
+    return False
 
 
 def _last_line(exc: Exception) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Literal
 import psycopg
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from zm_roi import embeddings
+from zm_roi import embeddings, localdb
 from zm_roi.errors import UserError, nearest_name
 from zm_roi.queries import query
 
@@ -121,28 +122,27 @@ def _first_problem(exc: ValidationError) -> str:
     return f"field '{field_name}': {error['msg']}"
 
 
-def scope_for(line: MemoryLine, target: Target) -> str:
-    """The line's scope, which must agree with where the import points."""
+def scoped(lines: Iterable[tuple[str, MemoryLine]], target: Target) -> list[tuple[str, MemoryLine]]:
+    """Each (where, line) as (scope, line). A line's scope must agree with where the import points;
+    the error names `where` (the file and line number, for an import file)."""
     default = "project" if target.project else "team" if target.team else "personal"
-    scope = line.scope or default
-    if scope == "project" and not target.project:
-        raise ValueError("scope 'project' needs --project NAME")
-    if scope == "team" and not target.team:
-        raise ValueError("scope 'team' needs --team NAME")
-    return scope
+    result = []
+    for where, line in lines:
+        scope = line.scope or default
+        if scope == "project" and not target.project:
+            raise UserError(f"{where}: scope 'project' needs --project NAME")
+        if scope == "team" and not target.team:
+            raise UserError(f"{where}: scope 'team' needs --team NAME")
+        result.append((scope, line))
+    return result
 
 
 def import_memories(db_url: str, path: Path, target: Target) -> ImportResult:
     """Validate the whole file (names, email, every line and its scope), then write it in one transaction."""
     target = checked_target(target)
-    numbered = parse_file(path)
-    for number, line in numbered:
-        try:
-            scope_for(line, target)
-        except ValueError as exc:
-            raise UserError(f"{path}:{number}: {exc}") from None
-    with psycopg.connect(db_url, connect_timeout=10) as conn, conn.transaction():
-        return write_memories(conn, [line for _, line in numbered], target)
+    memories = scoped(((f"{path}:{number}", line) for number, line in parse_file(path)), target)
+    with localdb.connect(db_url) as conn, conn.transaction():
+        return write_memories(conn, memories, target)
 
 
 def checked_target(target: Target) -> Target:
@@ -159,19 +159,15 @@ def checked_target(target: Target) -> Target:
 
 def insert_memories(conn: psycopg.Connection, memories: list[MemoryLine], target: Target) -> int:
     """Write memories for `target` on an open transaction (tests and the demo); returns how many were new."""
-    return write_memories(conn, memories, checked_target(target)).imported
+    target = checked_target(target)
+    numbered = ((f"memory {number}", line) for number, line in enumerate(memories, start=1))
+    return write_memories(conn, scoped(numbered, target), target).imported
 
 
-def write_memories(conn: psycopg.Connection, memories: list[MemoryLine], target: Target) -> ImportResult:
+def write_memories(conn: psycopg.Connection, memories: list[tuple[str, MemoryLine]], target: Target) -> ImportResult:
     """Find or create the user, project or team (membership only when new or asked for), then insert
-    the memories that are not already in that layer."""
+    the (scope, line) memories, scopes checked by `scoped()`, that are not already in that layer."""
     result = ImportResult()
-    scopes = []
-    for number, line in enumerate(memories, start=1):
-        try:
-            scopes.append(scope_for(line, target))
-        except ValueError as exc:
-            raise UserError(f"memory {number}: {exc}") from None
     found = conn.execute(query("user_id_by_email"), {"email": target.email}).fetchone()
     if found is None:
         user_id = conn.execute(query("create_user"), {"email": target.email}).fetchone()[0]
@@ -183,9 +179,9 @@ def write_memories(conn: psycopg.Connection, memories: list[MemoryLine], target:
         team_id = _place(conn, "team", target.team, user_id, target, result)
     if target.project:
         project_id = _place(conn, "project", target.project, user_id, target, result)
-    vectors, model = _embed(conn, user_id, memories)
+    vectors, model = _embed(conn, user_id, [line for _, line in memories])
     with conn.cursor() as cur:
-        for line, scope, vector in zip(memories, scopes, vectors, strict=True):
+        for (scope, line), vector in zip(memories, vectors, strict=True):
             cur.execute(
                 query("insert_memory"),
                 {

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 
 from zm_roi.errors import UserError
 from zm_roi.queries import query
@@ -29,6 +30,9 @@ WORKER_PASSWORD = "roi_worker"  # noqa: S105
 EMBEDDER_PASSWORD = "roi_embedder"  # noqa: S105
 SERVER_USER = "postgres"
 DEBIAN_PG_BINDIR = "/usr/lib/postgresql/15/bin"
+# Seconds a connection waits before giving up on a peer that accepts and never answers (the CLI also
+# makes it the PGCONNECT_TIMEOUT default for the tools it starts).
+CONNECT_TIMEOUT = 10
 
 # postgresql.conf of the embedded cluster. pg_cron runs its jobs in background workers: its default,
 # a libpq connection to 127.0.0.1, carries no password and scram-sha-256 refuses it, so the upkeep job
@@ -45,6 +49,15 @@ SERVER_SETTINGS = {
     "shared_buffers": "'256MB'",
     "logging_collector": "off",
 }
+
+
+def connect(url: str, **kwargs) -> psycopg.Connection:
+    """psycopg.connect that gives up after CONNECT_TIMEOUT seconds (the CLI's, importer's, recall's and
+    local transport's connections open here), unless the user chose a timeout: in the URL or in
+    PGCONNECT_TIMEOUT, which libpq reads only when the connection string names none."""
+    if "PGCONNECT_TIMEOUT" not in os.environ and "connect_timeout" not in conninfo_to_dict(url):
+        kwargs.setdefault("connect_timeout", CONNECT_TIMEOUT)
+    return psycopg.connect(url, **kwargs)
 
 
 def project_root() -> Path:
@@ -149,7 +162,7 @@ class Cluster:
 
     def server_version(self) -> str:
         """The version of the running postmaster, e.g. "15.18" (what it was started from, not what is installed)."""
-        with psycopg.connect(self.url(), connect_timeout=10) as conn:
+        with connect(self.url()) as conn:
             return conn.execute("show server_version").fetchone()[0].split()[0]
 
     def stale_server(self) -> tuple[str, str] | None:
@@ -299,7 +312,7 @@ def installed_version() -> str:
 
 def apply_sql_file(url: str, path: Path) -> None:
     """Run a whole SQL file in one transaction."""
-    with psycopg.connect(url, connect_timeout=10) as conn:
+    with connect(url) as conn:
         conn.execute(path.read_text())
 
 
@@ -354,7 +367,7 @@ def prepare_database(cluster: Cluster, root: Path, migrate=push_migrations) -> s
 
 def _set_login_password(cluster: Cluster, role: str, password: str) -> None:
     """The local login password of `role`, when the role exists (DDL takes no parameters: SQL quotes them)."""
-    with psycopg.connect(cluster.url(), autocommit=True, connect_timeout=10) as conn:
+    with connect(cluster.url(), autocommit=True) as conn:
         statement = conn.execute(query("login_password_statement"), {"role": role, "password": password}).fetchone()
         if statement:
             conn.execute(statement[0])
@@ -362,8 +375,11 @@ def _set_login_password(cluster: Cluster, role: str, password: str) -> None:
 
 def set_recall_function(url: str, name: str) -> str:
     """Point the benchmark at another recall function; the database refuses a wrong one (one line)."""
+    # The four SQLSTATEs are roi.resolve_recall_function's own refusals, worded for the user: errors.py's
+    # mapper would call "no function public.x" a missing zm-roi schema and tell the user to migrate.
+    # Everything else (no roi schema, a dropped connection) leaves here for the mapper.
     try:
-        with psycopg.connect(url, connect_timeout=10) as conn:
+        with connect(url) as conn:
             return conn.execute(query("configure_recall"), {"name": name}).fetchone()[0]
     except (
         psycopg.errors.UndefinedFunction,
@@ -376,24 +392,24 @@ def set_recall_function(url: str, name: str) -> str:
 
 def set_extractor(url: str, extractor: str) -> None:
     """Write the question/judge mode (`llm` or `deterministic`) into roi.settings."""
-    with psycopg.connect(url, connect_timeout=10) as conn:
+    with connect(url) as conn:
         conn.execute(query("set_extractor"), {"extractor": extractor})
 
 
 def has_benchmark_schema(url: str) -> bool:
     """Whether the migrations ran here before (a fresh database gets its first settings)."""
-    with psycopg.connect(url, connect_timeout=10) as conn:
+    with connect(url) as conn:
         return conn.execute(query("has_benchmark_schema")).fetchone()[0]
 
 
 def get_extractor(url: str) -> str:
-    with psycopg.connect(url, connect_timeout=10) as conn:
+    with connect(url) as conn:
         return conn.execute(query("get_extractor")).fetchone()[0]
 
 
 def upkeep_report(url: str) -> str:
     """The pg_cron upkeep job's state and its last run's outcome, in one line."""
-    with psycopg.connect(url, connect_timeout=10) as conn:
+    with connect(url) as conn:
         if not conn.execute(query("has_pg_cron")).fetchone()[0]:
             return "pg_cron is not installed here: run `select roi.upkeep()` every minute yourself"
         job = conn.execute(query("upkeep_job")).fetchone()

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import textwrap
 
-import psycopg
-
-from zm_roi import embeddings
+from zm_roi import embeddings, localdb
 from zm_roi.errors import UserError, nearest_name
 from zm_roi.identity import act_as, claims_for
 from zm_roi.queries import query
@@ -21,7 +19,7 @@ MAX_QUESTION = 2_000
 def recall_as(db_url: str, question: str, email: str, project: str | None, limit: int) -> list[tuple]:
     if not 1 <= limit <= 100:
         raise UserError(f"--limit must be between 1 and 100, not {limit}")
-    with psycopg.connect(db_url, connect_timeout=10) as conn, conn.transaction():
+    with localdb.connect(db_url) as conn, conn.transaction():
         row = conn.execute(query("user_id_by_email"), {"email": email}).fetchone()
         if row is None:
             raise UserError(f"no user {email}: import memories for them first")

@@ -11,6 +11,8 @@ from zm_roi.errors import UserError
 
 EXTRACTORS = ("llm", "deterministic")
 DEFAULT_PORT = 54322
+# ZM_WORKER_CONCURRENCY when unset: model calls one worker process keeps in flight.
+DEFAULT_WORKER_CONCURRENCY = 8
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,7 @@ class Settings:
     embedder_db_url: str | None = None
     worker_poll_seconds: float = 5.0
     # Model calls one worker process keeps in flight (each on its own connection and row).
-    worker_concurrency: int = 8
+    worker_concurrency: int = DEFAULT_WORKER_CONCURRENCY
     # Below roi.settings.lease_duration (2 minutes by default), so a slow call ends before its lease
     # does and no second worker starts the same row meanwhile.
     model_timeout_seconds: float = 90.0
@@ -85,7 +87,7 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         worker_db_url=env.get("ZM_WORKER_DB_URL") or None,
         embedder_db_url=env.get("ZM_EMBEDDER_DB_URL") or None,
         worker_poll_seconds=_positive_number(env, "ZM_WORKER_POLL_SECONDS", 5.0),
-        worker_concurrency=_positive_integer(env, "ZM_WORKER_CONCURRENCY", 8, most=64),
+        worker_concurrency=_positive_integer(env, "ZM_WORKER_CONCURRENCY", DEFAULT_WORKER_CONCURRENCY, most=64),
         model_timeout_seconds=_positive_number(env, "ZM_MODEL_TIMEOUT_SECONDS", 90.0),
         key_encryption_key=env.get("ZM_KEY_ENCRYPTION_KEY") or None,
     )

@@ -11,7 +11,6 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Protocol
 
-import psycopg
 from psycopg.conninfo import make_conninfo
 
 from zm_roi import localdb, tokens
@@ -75,7 +74,7 @@ class LocalTransport:
         claims = self.claims()
         with (
             database_errors(),
-            psycopg.connect(self.authenticator_url, connect_timeout=10) as conn,
+            localdb.connect(self.authenticator_url) as conn,
             conn.transaction(),
         ):
             act_as(conn, claims, path)

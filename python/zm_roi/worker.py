@@ -1,8 +1,9 @@
-"""`zm-roi worker`: the LLM half of the benchmark. Each of its lanes (ZM_WORKER_CONCURRENCY threads, 8 by
-default, each with its own connection) claims one queued row at a time (a queued judgment first, since
-a user is waiting for that run, then a closed-book spot-check, else a pending probe), asks the model,
-and hands the outcome back to SQL together with the call's usage event, in one transaction. Several
-calls are in flight at once, so a 20-question pool or run costs a few model round trips, not twenty.
+"""`zm-roi worker`: the LLM half of the benchmark. Each of its lanes (ZM_WORKER_CONCURRENCY threads,
+settings.DEFAULT_WORKER_CONCURRENCY by default, each with its own connection) claims one queued row at
+a time (a queued judgment first, since a user is waiting for that run, then a closed-book spot-check,
+else a pending probe), asks the model, and hands the outcome back to SQL together with the call's usage
+event, in one transaction. Several calls are in flight at once, so a 20-question pool or run costs a
+few model round trips, not twenty.
 
 Every state change goes through the roi_worker verbs (claim_…, record_…, release_…); the worker
 connects as `roi_worker` and sees only what the claimed row carries. NOTIFY wakes it, polling
@@ -27,11 +28,11 @@ from psycopg.rows import dict_row
 
 from zm_roi import embeddings, llm, prompts
 from zm_roi.queries import query
+from zm_roi.settings import DEFAULT_WORKER_CONCURRENCY
 
 log = logging.getLogger("zm_roi.worker")
 RECONNECT_FIRST_DELAY = 0.5
 RECONNECT_MAX_DELAY = 30.0
-DEFAULT_CONCURRENCY = 8
 
 # What a model call can fail with that another attempt may fix: the provider's errors (litellm raises
 # openai's classes), the network, and a reply that does not parse. Anything else is a bug in this code:
@@ -46,7 +47,7 @@ class WorkerConfig:
     key_encryption_key: str | None = field(default=None, repr=False)
     poll_seconds: float = 5.0
     timeout_seconds: float = 90.0
-    concurrency: int = DEFAULT_CONCURRENCY
+    concurrency: int = DEFAULT_WORKER_CONCURRENCY
     # Probe questions are embedded as they are written; None when embeddings are off.
     embedding_model: str | None = field(default_factory=embeddings.configured_model)
 

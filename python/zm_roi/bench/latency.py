@@ -22,6 +22,7 @@ from zm_roi import localdb
 from zm_roi.bench.sql import bench_query
 from zm_roi.identity import act_as, claims_for
 from zm_roi.queries import query
+from zm_roi.settings import DEFAULT_WORKER_CONCURRENCY
 
 POOL = 20
 VERDICT = json.dumps({"with_memory": True, "without_memory": False, "confidence": 0.9, "reason": "bench"})
@@ -104,7 +105,7 @@ def _benchmark(conn: psycopg.Connection, owner) -> dict:
         return conn.execute(query("benchmark_memory")).fetchone()[0]
 
 
-def measure(url: str, delay: float = 1.0, concurrency: int = 8, say=print) -> dict:
+def measure(url: str, delay: float = 1.0, concurrency: int = DEFAULT_WORKER_CONCURRENCY, say=print) -> dict:
     worker_url = make_conninfo(url, user="roi_worker", password=localdb.WORKER_PASSWORD)
     model = SlowModel(delay)
     threading.Thread(target=model.serve_forever, daemon=True).start()
