@@ -482,7 +482,7 @@ $$;
 
 -- After a deterministic run, in the same call: rotation (as roi.rotate_pool) and the top-up that
 -- refills the rotated places (as roi.top_up_pool), with one read of never-probed knowledge instead
--- of two (each read costs ~2 ms: a statement per layer the owner reads, under RLS). The newest n
+-- of two (each read is a statement per layer the owner reads, under RLS: ~1 ms). The newest n
 -- never-probed memories are the first n of the newest m for any m >= n, and retiring a probe does
 -- not make its memory never-probed again, so the rows rotation read to decide how many to retire
 -- are the rows the top-up adds; a pool short by more than that reads again. Returns probes retired.
