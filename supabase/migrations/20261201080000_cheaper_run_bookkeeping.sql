@@ -146,7 +146,6 @@ begin
     values (completed_run, (select auth.uid()), retired)
     on conflict (run_id) do nothing;
   end if;
-  delete from roi.pending_runs pr where pr.run_id = completed_run;
 
   -- The top-up, as roi.top_up_pool() does it.
   select * into counts from roi.pool_counts();
