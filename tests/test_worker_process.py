@@ -196,3 +196,34 @@ def test_sigterm_with_eight_rows_in_hand_finishes_them_then_exits(db_url, worker
     assert verdict_counts(db_url, run_id) == [1] * IN_HAND
     assert len(judgment_events(db_url, run_id)) == IN_HAND
     assert as_user(db_url, owner, "select status from public.roi_benchmark_runs")[0]["status"] == "complete"
+
+
+# Every pydantic model a chat-completion reply is parsed into, and whether its schema is built yet.
+REPLY_MODELS_BUILT = """
+import typing, pydantic, zm_roi.worker
+from openai.types.chat import ChatCompletion
+def walk(model, seen):
+    if model not in seen:
+        seen[model] = model.__pydantic_complete__
+        for field in model.model_fields.values():
+            stack = [field.annotation]
+            while stack:
+                kind = stack.pop()
+                stack += typing.get_args(kind)
+                if isinstance(kind, type) and issubclass(kind, pydantic.BaseModel):
+                    walk(kind, seen)
+    return seen
+built = walk(ChatCompletion, {})
+print(len(built), sorted(m.__name__ for m, done in built.items() if not done))
+"""
+
+
+def test_a_worker_process_builds_its_reply_models_before_the_lanes_parse_replies():
+    # The openai SDK defers each model's schema to its first use; eight lanes parsing their first
+    # replies at once caught one half-built and failed the call (a CI run of the SIGTERM test above).
+    probe = subprocess.run(
+        [sys.executable, "-c", REPLY_MODELS_BUILT], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert probe.returncode == 0, probe.stderr
+    count, unbuilt = probe.stdout.split(" ", 1)
+    assert int(count) > 10 and unbuilt.strip() == "[]", probe.stdout

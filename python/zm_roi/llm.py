@@ -4,8 +4,9 @@ checked once at start, and every reply reduced to its text and the usage the pro
 from __future__ import annotations
 
 import os
+import typing
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -16,11 +17,38 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 warnings.filterwarnings("ignore", message=r"Items? .* the `ReadOnly` qualifier", category=UserWarning)
 
 import litellm  # noqa: E402
+import pydantic  # noqa: E402
+from openai.types.chat import ChatCompletion  # noqa: E402
 
 from zm_roi.errors import UserError  # noqa: E402
 
 # No "Give Feedback / Get Help" banner on stdout for every provider error: the worker logs one line.
 litellm.suppress_debug_info = True
+
+
+def _models_in(annotation: object) -> Iterator[type[pydantic.BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel):
+        yield annotation
+    for argument in typing.get_args(annotation):
+        yield from _models_in(argument)
+
+
+def _build_schemas(model: type[pydantic.BaseModel], built: set[type]) -> None:
+    if model in built:
+        return
+    built.add(model)
+    model.model_rebuild()
+    for field in model.model_fields.values():
+        for nested in _models_in(field.annotation):
+            _build_schemas(nested, built)
+
+
+# The openai SDK (litellm parses replies with it) builds each reply model's pydantic schema on first
+# use. Worker lanes whose first replies arrive together can catch a schema half-built, and the call
+# fails with "Pydantic models should inherit from BaseModel" (it failed a CI run; 3 processes in 15
+# reproduced it with 8 replies released at once). So the chat-completion models are built here, once,
+# by the importing thread (~1 MB; building every openai model eagerly would cost 30 MB).
+_build_schemas(ChatCompletion, set())
 
 # litellm.completion's signature. Tests pass a wrapper that adds `mock_response` to each call.
 Complete = Callable[..., Any]
