@@ -102,13 +102,14 @@ class ReliabilityLog:
     def record(self, area: str, scenario: str, tried: int, lost: int) -> None:
         self.rows.append((area, scenario, tried, lost))
 
-    def count(self, area: str, scenario: str) -> None:
-        """One more try of a scenario that loses nothing when its test passes (a property test's example)."""
-        for index, (a, s, tried, lost) in enumerate(self.rows):
+    def count(self, area: str, scenario: str, lost: int) -> None:
+        """One more try of a scenario (a property test's example), with what that try measured it lost:
+        the properties it broke. Counted before the example's asserts, so a failing example shows."""
+        for index, (a, s, tried, lost_before) in enumerate(self.rows):
             if (a, s) == (area, scenario):
-                self.rows[index] = (a, s, tried + 1, lost)
+                self.rows[index] = (a, s, tried + 1, lost_before + lost)
                 return
-        self.rows.append((area, scenario, 1, 0))
+        self.rows.append((area, scenario, 1, lost))
 
     def write(self, path: Path) -> None:
         lines = [
