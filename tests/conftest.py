@@ -4,6 +4,7 @@ database: compat layer, then the migrations through the real Supabase CLI, then 
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import uuid
 from contextlib import contextmanager
@@ -12,6 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from tests import readme_tables
 from tests.support import extractor, remove_created_users
 from zm_roi import localdb
 
@@ -133,4 +135,15 @@ def reliability() -> ReliabilityLog:
 
 def pytest_sessionfinish(session, exitstatus):
     if _reliability.rows:
-        _reliability.write(ROOT / "test-artifacts" / "reliability.md")
+        _reliability.write(readme_tables.REPORT)
+        # A run that measured every scenario the README quotes holds the README to its figures.
+        differences = readme_tables.reliability_differences(
+            readme_tables.README.read_text(), readme_tables.REPORT.read_text()
+        )
+        if differences:
+            print(
+                "\nREADME.md's reliability table differs from what this run measured "
+                "(regenerate it: python -m tests.readme_tables):\n  " + "\n  ".join(differences),
+                file=sys.stderr,
+            )
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED

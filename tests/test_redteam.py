@@ -23,6 +23,8 @@ from zm_roi.queries import query
 from zm_roi.worker import Worker, WorkerConfig
 
 KEY_PASSPHRASE = "red team passphrase"
+# How each scene's owner is named in the reliability report.
+SCENES = {"deterministic": "owner after a deterministic run", "llm": "LLM-mode owner with rows in every owner table"}
 
 # What the Data API may expose (schemas public and graphql_public). A new entry is a conscious choice.
 EXPOSED_RELATIONS = {
@@ -232,7 +234,8 @@ def test_the_data_api_exposes_only_the_allowlisted_relations_and_functions(db_ur
 def test_anon_reads_nothing_of_the_owner_anywhere(db_url, scene, reliability):
     seen = everything_readable(db_url, {"role": "anon"})
     leaks = [name for name, text in seen.items() if scene["sentinel"] in text]
-    reliability.record("privacy", "relations anon can select from, read in full", tried=len(seen), lost=len(leaks))
+    scenario = f"relations anon can select from, read in full ({SCENES[scene['mode']]})"
+    reliability.record("privacy", scenario, tried=len(seen), lost=len(leaks))
     assert leaks == []
 
 
@@ -240,7 +243,10 @@ def test_another_user_reads_nothing_of_the_owner_anywhere(db_url, scene, reliabi
     seen = everything_readable(db_url, claims_for(scene["other"]))
     leaks = [name for name, text in seen.items() if scene["sentinel"] in text or str(scene["owner"]) in text]
     reliability.record(
-        "privacy", "relations another user can select from, read in full", tried=len(seen), lost=len(leaks)
+        "privacy",
+        f"relations another user can select from, read in full ({SCENES[scene['mode']]})",
+        tried=len(seen),
+        lost=len(leaks),
     )
     assert leaks == []
     # Each table that holds the owner's rows was read, so "0 leaked" is about rows that exist.
@@ -413,7 +419,7 @@ def test_every_function_a_client_role_can_execute_yields_nothing_of_the_owner(db
     ]
     reliability.record(
         "privacy",
-        "client-executable functions called as another user and anon, aimed at the owner",
+        f"calls of every client-executable function as another user and anon ({SCENES[scene['mode']]})",
         tried=len(outcomes),
         lost=len(leaked) + (after != before),
     )
