@@ -2,7 +2,8 @@
 -- opens a policy or grants a column), to show the same check sees the break, then rolled back
 -- (splinter's habit: the failure, the fix, the pass). What a broken state measured is carried past
 -- the rollback in a psql variable (\gset), since pgTAP's own results would roll back with it.
---   1. queued and pending rows of an LLM-mode owner are unreadable by another user;
+--   1. an LLM-mode owner's rows, queued, pending and recorded, in every table that can hold them,
+--      are unreadable by another user;
 --   2. the tile's and the run list's 95% interval are the Wilson bounds (20 of 20: 0.8389 to 1);
 --   3. roi_embedder reads only active questions and writes no memory text;
 --   4. closed-book probes are picked at random;
@@ -48,13 +49,20 @@ $$;
 grant execute on function pg_temp.readable_owner_rows(uuid), pg_temp.outcome(text) to authenticated, roi_embedder;
 
 -- ---------------------------------------------------------------------------------------------
--- 1. An LLM-mode owner with pending probes, queued judgments, a pending run and queued spot-checks.
+-- 1. An LLM-mode owner with rows in every table that can hold a user's rows: through
+--    benchmark_memory() pending probes, a run's recalls, outcomes, queued judgments, queued
+--    spot-checks and a pending run; through upkeep a pending probe; and, as the worker would leave
+--    them, the run's verdicts, notes, spot-check result, closure, rotation, usage and a stored key.
 -- ---------------------------------------------------------------------------------------------
 select tests.create_user('owner@break.test');
 select tests.create_user('other@break.test');
 select tests.user_id('owner@break.test') as owner_id \gset
+insert into public.projects (id, name) values ('00000000-0000-0000-0000-0000000b4e01', 'break-project');
+insert into public.teams (id, name) values ('00000000-0000-0000-0000-0000000b4e02', 'break-team');
+insert into public.project_members values ('00000000-0000-0000-0000-0000000b4e01', :'owner_id');
+insert into public.team_members values ('00000000-0000-0000-0000-0000000b4e02', :'owner_id');
 insert into public.memories (author_id, scope, kind, title, body)
-select tests.user_id('owner@break.test'), 'personal', (array['decision', 'gotcha', 'convention'])[1 + i % 3],
+select :'owner_id', 'personal', (array['decision', 'gotcha', 'convention'])[1 + i % 3],
        format('Break fact %s %s', i, md5('break' || i)), format('Settled %s for reason %s.', i, md5('why' || i))
 from generate_series(1, 3) i;
 update roi.settings set extractor = 'llm', pool_target = 3, closed_book_checks = 2;
@@ -65,36 +73,50 @@ select tests.clear_authentication();
 -- The worker's job, done by hand: each pending probe gets a question.
 update roi.probes set question = 'What did we settle about ' || source_title || '?', state = 'active',
                       activated_at = now()
-where owner_id = tests.user_id('owner@break.test');
+where owner_id = :'owner_id';
 select tests.authenticate_as('owner@break.test');
-select is(public.benchmark_memory() ->> 'status', 'started', 'the next call starts a run and queues its judgments');
+select b ->> 'status' as status, b ->> 'run_id' as run_id from public.benchmark_memory() b \gset
 select tests.clear_authentication();
+select is(:'status'::text, 'started', 'the next call starts a run and queues its judgments');
 -- A fourth memory and a bigger pool: upkeep queues a pending probe while the run waits for a judge.
 insert into public.memories (author_id, scope, kind, title, body)
-values (tests.user_id('owner@break.test'), 'personal', 'gotcha', 'Break fact four', 'Learned while judging.');
+values (:'owner_id', 'personal', 'gotcha', 'Break fact four', 'Learned while judging.');
 update roi.settings set pool_target = 4;
 select roi.upkeep();
+-- What the worker leaves once it has judged (its verbs change; the rows they write do not).
+insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, with_memory, without_memory, judged_by)
+select r.run_id, r.probe_id, r.owner_id, p.memory_id, true, false, 'llm'
+from roi.recalls r join roi.probes p on p.id = r.probe_id where r.run_id = :'run_id';
+insert into roi.verdict_notes (run_id, probe_id, owner_id, note)
+select run_id, probe_id, owner_id, 'The first result says so.' from roi.recalls where run_id = :'run_id';
+insert into roi.closed_book_results (run_id, probe_id, owner_id, bare_correct)
+select run_id, probe_id, owner_id, false from roi.recalls where run_id = :'run_id' limit 1;
+insert into roi.run_closures (run_id, owner_id, reason) values (:'run_id', :'owner_id', 'complete');
+insert into roi.rotations (run_id, owner_id, retired_count) values (:'run_id', :'owner_id', 0);
+insert into public.usage_events (owner_id, purpose, model, input_tokens, output_tokens, run_id)
+values (:'owner_id', 'judgment', 'pgtap-break', 100, 10, :'run_id');
+select roi.store_provider_key(:'owner_id', 'openai', 'sk-break-owner', 'break passphrase');
 
 create temporary table held on commit drop as
-select relation, row_count from pg_temp.readable_owner_rows(:'owner_id') where row_count > 0;
-select cmp_ok((select count(*)::int from held), '>=', 7,
-  'the owner has rows in at least seven tables (memories, probes, runs, recalls, outcomes, queues, pending run)');
-select ok((select count(*) from roi.probes where owner_id = tests.user_id('owner@break.test') and state = 'pending') > 0
-          and exists (select from roi.pending_runs where owner_id = tests.user_id('owner@break.test')),
+select relation, row_count from pg_temp.readable_owner_rows(:'owner_id');
+select is(array(select relation from held where row_count = 0 order by 1), '{}'::text[],
+  'the owner has rows in every table that can hold a user''s rows, listed from the catalog');
+select ok((select count(*) from roi.probes where owner_id = :'owner_id' and state = 'pending') > 0
+          and exists (select from roi.pending_runs where owner_id = :'owner_id'),
   'among them pending probes and a pending run: the queued state is what is checked');
-grant select on held to authenticated;
 
 select tests.authenticate_as('other@break.test');
 select is((select sum(row_count)::int from pg_temp.readable_owner_rows(:'owner_id')), 0,
   'another user reads none of the owner''s rows, queued or recorded, in any table');
 select tests.clear_authentication();
 
--- Broken once: every owner table gets a permissive select policy open to all.
+-- Broken once: every owner table gets a select grant and a permissive select policy open to all.
 savepoint opened;
 do $$
 declare t record;
 begin
   for t in select relation from held loop
+    execute format('grant select on %s to authenticated', t.relation);
     execute format('create policy "Broken on purpose" on %s for select to authenticated using (true)', t.relation);
   end loop;
 end
