@@ -4,6 +4,7 @@ database: compat layer, then the migrations through the real Supabase CLI, then 
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import uuid
 from contextlib import contextmanager
@@ -12,6 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from tests import readme_tables
 from tests.support import extractor, remove_created_users
 from zm_roi import localdb
 
@@ -102,13 +104,14 @@ class ReliabilityLog:
     def record(self, area: str, scenario: str, tried: int, lost: int) -> None:
         self.rows.append((area, scenario, tried, lost))
 
-    def count(self, area: str, scenario: str) -> None:
-        """One more try of a scenario that loses nothing when its test passes (a property test's example)."""
-        for index, (a, s, tried, lost) in enumerate(self.rows):
+    def count(self, area: str, scenario: str, lost: int) -> None:
+        """One more try of a scenario (a property test's example), with what that try measured it lost:
+        the properties it broke. Counted before the example's asserts, so a failing example shows."""
+        for index, (a, s, tried, lost_before) in enumerate(self.rows):
             if (a, s) == (area, scenario):
-                self.rows[index] = (a, s, tried + 1, lost)
+                self.rows[index] = (a, s, tried + 1, lost_before + lost)
                 return
-        self.rows.append((area, scenario, 1, 0))
+        self.rows.append((area, scenario, 1, lost))
 
     def write(self, path: Path) -> None:
         lines = [
@@ -132,4 +135,15 @@ def reliability() -> ReliabilityLog:
 
 def pytest_sessionfinish(session, exitstatus):
     if _reliability.rows:
-        _reliability.write(ROOT / "test-artifacts" / "reliability.md")
+        _reliability.write(readme_tables.REPORT)
+        # A run that measured every scenario the README quotes holds the README to its figures.
+        differences = readme_tables.reliability_differences(
+            readme_tables.README.read_text(), readme_tables.REPORT.read_text()
+        )
+        if differences:
+            print(
+                "\nREADME.md's reliability table differs from what this run measured "
+                "(regenerate it: python -m tests.readme_tables):\n  " + "\n  ".join(differences),
+                file=sys.stderr,
+            )
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED

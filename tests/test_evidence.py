@@ -1,8 +1,8 @@
 """Evidence that can fail: the reliability report is measured, not written.
 
-Each `reliability.record(...)` must be given what its scenario measured (never a literal `lost=0`) and
-must run before any assert on those measurements, so a failing scenario still shows its loss in
-test-artifacts/reliability.md instead of stopping before the record."""
+Each `reliability.record(...)` and `reliability.count(...)` must be given what its scenario measured
+(never a literal `lost=0`) and must run before any assert on those measurements, so a failing scenario
+still shows its loss in test-artifacts/reliability.md instead of stopping before the record."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def is_record(node: ast.AST) -> bool:
     return (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
-        and node.func.attr == "record"
+        and node.func.attr in ("record", "count")
         and isinstance(node.func.value, ast.Name)
         and node.func.value.id == "reliability"
     )
@@ -59,7 +59,7 @@ def test_every_reliability_record_is_a_measurement_made_before_the_asserts():
     records = 0
     for path in sorted((ROOT / "tests").glob("test_*.py")):
         source = path.read_text()
-        records += source.count("reliability.record(")
+        records += source.count("reliability.record(") + source.count("reliability.count(")
         findings += record_findings(source, path.name)
     assert records >= 8, "the scan found the scenarios"
     assert findings == []
@@ -75,6 +75,11 @@ def test_the_check_catches_a_written_report_and_a_late_record():
     assert record_findings(written, "w.py") == ["w.py:4: lost is not a measurement"]
     assert record_findings(late, "l.py") == ["l.py:4: recorded after the assert on line 3"]
     assert record_findings(measured, "m.py") == []
+    # A property test's count() is held to the same rule (it once had no `lost` at all).
+    uncounted = "def test_x(reliability):\n    reliability.count('a', 'b')\n    assert True\n"
+    counted = head + "    reliability.count('a', 'b', lost=len(leaks))\n    assert leaks == []\n"
+    assert record_findings(uncounted, "u.py") == ["u.py:2: lost is not a measurement"]
+    assert record_findings(counted, "c.py") == []
 
 
 def test_the_report_shows_a_loss_it_was_given(tmp_path: Path):
@@ -82,8 +87,12 @@ def test_the_report_shows_a_loss_it_was_given(tmp_path: Path):
 
     log = ReliabilityLog()
     log.record("crashes", "a scenario that lost two", tried=5, lost=2)
+    for broken in (0, 1, 0):
+        log.count("hostile input", "a property one example broke", lost=broken)
     log.write(tmp_path / "reliability.md")
-    assert "| crashes | a scenario that lost two | 5 | 2 |" in (tmp_path / "reliability.md").read_text()
+    report = (tmp_path / "reliability.md").read_text()
+    assert "| crashes | a scenario that lost two | 5 | 2 |" in report
+    assert "| hostile input | a property one example broke | 3 | 1 |" in report
 
 
 def test_tests_share_one_wait_for_one_benchmark_and_one_user_cleanup():

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support import as_user, benchmark
+from tests.support import as_user, benchmark, user_with_knowledge
 from zm_roi.errors import UserError
 from zm_roi.importer import Target, import_memories
 
@@ -41,21 +41,47 @@ def reader(db_url):
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(question=storable_text, match_count=st.integers(min_value=-5, max_value=500))
 def test_recall_takes_any_text_as_plain_words(db_url, reader, question, match_count, reliability):
-    reliability.count("hostile input", "arbitrary text as a recall question (hypothesis)")
     rows = as_user(db_url, reader, "select * from public.recall(%s, match_count => %s)", (question, match_count))
-    assert len(rows) <= max(0, min(match_count, 100))
-    assert all(row["score"] > 0 for row in rows)
+    broken = [
+        name
+        for name, holds in (
+            ("at most match_count rows", len(rows) <= max(0, match_count)),
+            ("every score positive", all(row["score"] > 0 for row in rows)),
+        )
+        if not holds
+    ]
+    reliability.count("hostile input", "arbitrary text as a recall question (hypothesis)", lost=len(broken))
+    assert broken == []
+
+
+def test_recall_returns_at_most_100_rows_whatever_match_count_asks(db_url, email):
+    # The cap needs more matching memories than it allows: 120 that all share one word.
+    user = user_with_knowledge(db_url, email, count=120)
+    counts = {
+        wanted: len(as_user(db_url, user, "select * from public.recall('Fact', match_count => %s)", (wanted,)))
+        for wanted in (500, 101, 100, 7, 0, -5)
+    }
+    assert counts == {500: 100, 101: 100, 100: 100, 7: 7, 0: 0, -5: 0}
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(kind=st.sampled_from(["decision", "gotcha", "convention"]), title=storable_text, body=storable_text)
 def test_templates_read_naturally_for_any_title(db_url, kind, title, body, reliability):
-    reliability.count("hostile input", "arbitrary titles and bodies through the question templates (hypothesis)")
     with psycopg.connect(db_url) as conn:
         question = conn.execute("select roi.template_question(%s, %s, %s)", (kind, title, body)).fetchone()[0]
-    assert question.endswith("?")
-    assert len(question) <= 200
-    assert not any(ord(c) < 32 for c in question), "control characters never reach a question"
+    broken = [
+        name
+        for name, holds in (
+            ("ends with a question mark", question.endswith("?")),
+            ("at most 200 characters", len(question) <= 200),
+            ("no control character", not any(ord(c) < 32 for c in question)),
+        )
+        if not holds
+    ]
+    reliability.count(
+        "hostile input", "arbitrary titles and bodies through the question templates (hypothesis)", lost=len(broken)
+    )
+    assert broken == []
 
 
 def test_metacharacters_are_plain_characters_and_right_to_left_text_is_found(db_url, reader):
@@ -136,14 +162,22 @@ def test_malformed_import_files_are_clear_errors(db_url, email, tmp_path, conten
     )
 )
 def test_any_model_output_is_a_verdict_or_an_output_error(reply, reliability):
-    reliability.count("hostile input", "arbitrary model output through both parsers (hypothesis)")
     from zm_roi import prompts
 
-    for parse in (lambda r: prompts.parse_question(r, "Pin the SDK", "We pin at 4.2."), prompts.parse_judgment):
+    broken = []
+    for name, parse in (
+        ("question", lambda r: prompts.parse_question(r, "Pin the SDK", "We pin at 4.2.")),
+        ("judgment", prompts.parse_judgment),
+    ):
         try:
             parse(reply)
         except prompts.OutputError as exc:
-            assert len(str(exc)) < 400, "errors stay one short line"
+            if len(str(exc)) >= 400:
+                broken.append(f"{name}: an error longer than one short line")
+        except Exception as exc:  # noqa: BLE001 - anything but OutputError is the finding
+            broken.append(f"{name}: raised {type(exc).__name__}")
+    reliability.count("hostile input", "arbitrary model output through both parsers (hypothesis)", lost=len(broken))
+    assert broken == [], "errors stay one short line, and every refusal is an OutputError"
 
 
 @pytest.mark.parametrize(

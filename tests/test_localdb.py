@@ -158,3 +158,21 @@ def test_db_up_restarts_a_postmaster_older_than_the_installed_binaries(own_home,
     assert postmaster_pid(own_home) != before
     with psycopg.connect(url) as conn:
         assert conn.execute("select count(*) from auth.users where email = 'kept@example.test'").fetchone()[0] == 1
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="as root the server runs as the postgres user; otherwise as you")
+def test_a_home_under_private_folders_gets_search_permission_only():
+    # Every other test chmods its home first; here the folders above the home are mode 700, as
+    # `mktemp -d` makes them, and initdb, run as the server user (not root), must reach the home.
+    top = Path(tempfile.mkdtemp(prefix="zm-roi-private-"))
+    home = top / "a" / "b" / "db"
+    home.parent.mkdir(mode=0o700, parents=True)
+    (top / "a").chmod(0o700)
+    made = localdb.Cluster(home=home, port=localdb.free_port())
+    try:
+        made.create()
+        modes = {folder: folder.stat().st_mode & 0o777 for folder in (top, top / "a", top / "a" / "b")}
+    finally:
+        made.destroy()
+        subprocess.run(["rm", "-rf", str(top)], check=False)
+    assert modes == {folder: 0o701 for folder in modes}, "search permission for others (o+x), nothing more"

@@ -173,7 +173,7 @@ def test_runs_say_which_recall_and_embedding_model_produced_them(db_url, project
     ]
 
 
-def test_every_embedding_call_is_metered(db_url, project_user, email):
+def test_every_embedding_call_is_metered(db_url, worker_url, project_user, email):
     _, _, user_id = project_user
     imported = fetch(db_url, "select purpose, model from public.usage_events where owner_id = %s", (user_id,))
     assert imported == [{"purpose": "embedding", "model": embeddings.OFFLINE_MODEL}]
@@ -198,6 +198,8 @@ def test_every_embedding_call_is_metered(db_url, project_user, email):
     # roi_embedder reads no column it does not embed, and the worker still reads no memory at all.
     with psycopg.connect(embedder) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
         conn.execute("select kind, scope from public.memories")
+    with psycopg.connect(worker_url) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
+        conn.execute("select id from public.memories")
 
 
 def test_the_worker_embeds_the_questions_it_writes(db_url, worker_url, llm_mode, owners):

@@ -4,6 +4,8 @@ recall snapshots, or another user's memories and results."""
 
 from __future__ import annotations
 
+import itertools
+import json
 import uuid
 
 import psycopg
@@ -11,8 +13,18 @@ import pytest
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from tests.support import benchmark
+from tests.support import benchmark, extractor, remove_users
+from tests.worker_support import GENERATION_MODEL, JUDGE_MODEL, KNOWLEDGE, ScriptedModel, default_answer, set_settings
+from zm_roi import localdb
 from zm_roi.identity import act_as, claims_for
+from zm_roi.importer import MemoryLine, Target, insert_memories
+from zm_roi.keys import store_key
+from zm_roi.queries import query
+from zm_roi.worker import Worker, WorkerConfig
+
+KEY_PASSPHRASE = "red team passphrase"
+# How each scene's owner is named in the reliability report.
+SCENES = {"deterministic": "owner after a deterministic run", "llm": "LLM-mode owner with rows in every owner table"}
 
 # What the Data API may expose (schemas public and graphql_public). A new entry is a conscious choice.
 EXPOSED_RELATIONS = {
@@ -37,30 +49,138 @@ EXPOSED_FUNCTIONS = {
 SYSTEM_SCHEMAS = ("pg_catalog", "information_schema", "pg_toast")
 
 
-@pytest.fixture(scope="module")
-def scene(db_url):
-    """An owner with a sentinel memory and a completed run; another user with nothing."""
-    sentinel = f"SENTINEL{uuid.uuid4().hex}"
-    with psycopg.connect(db_url) as conn:
-        extractor = conn.execute("select extractor from roi.settings").fetchone()[0]
-        conn.execute("update roi.settings set extractor = 'deterministic'")
-        owner = conn.execute(
-            "insert into auth.users (email) values (%s) returning id", (f"{sentinel}@o.test",)
+def owner_tables(conn) -> list[tuple[str, str]]:
+    """Every table with a column that names a user (a foreign key to auth.users), from the catalog: the
+    tables that can hold an owner's rows, queues and results alike. A new one is in the list at once."""
+    return conn.execute(
+        """select format('%I.%I', n.nspname, r.relname), a.attname
+           from pg_constraint c join pg_attribute a on a.attrelid = c.conrelid and a.attnum = c.conkey[1]
+           join pg_class r on r.oid = c.conrelid join pg_namespace n on n.oid = r.relnamespace
+           where c.contype = 'f' and c.confrelid = 'auth.users'::regclass and c.conrelid <> 'auth.users'::regclass
+           order by 1"""
+    ).fetchall()
+
+
+def owner_row_counts(conn, owner: uuid.UUID) -> dict[str, int]:
+    """As the superuser: how many of `owner`'s rows each owner table holds."""
+    counts = {}
+    for relation, column in owner_tables(conn):
+        schema, name = relation.split(".")
+        counts[relation] = conn.execute(
+            sql.SQL("select count(*) from {}.{} where {} = %s").format(
+                sql.Identifier(schema), sql.Identifier(name), sql.Identifier(column)
+            ),
+            (owner,),
         ).fetchone()[0]
-        other = conn.execute(
-            "insert into auth.users (email) values (%s) returning id", (f"x{sentinel}@o.test",)
+    return counts
+
+
+def owner_fingerprint(conn, owner: uuid.UUID) -> dict[str, str]:
+    """As the superuser: a digest of `owner`'s rows in every owner table, to see that nothing changed them."""
+    digests = {}
+    for relation, column in owner_tables(conn):
+        schema, name = relation.split(".")
+        digests[relation] = conn.execute(
+            sql.SQL(
+                "select md5(coalesce(string_agg(row_to_json(t)::text, ',' order by row_to_json(t)::text), ''))"
+                " from {}.{} t where {} = %s"
+            ).format(sql.Identifier(schema), sql.Identifier(name), sql.Identifier(column)),
+            (owner,),
         ).fetchone()[0]
-        conn.execute(
-            "insert into public.memories (author_id, scope, kind, title, body) "
-            "values (%s, 'personal', 'decision', %s, %s)",
-            (owner, f"The {sentinel} decision", f"We chose {sentinel} because it is secret."),
-        )
-        conn.commit()
+    return digests
+
+
+def bare_or_grading(model: str, prompt: str) -> str:
+    """The scripted model, closed-book calls included: a bare answer that knows nothing, graded wrong."""
+    if prompt.startswith("Answer the question below"):
+        return json.dumps({"answer": "I do not know."})
+    if prompt.startswith("You grade an answer"):
+        return json.dumps({"correct": False, "reason": "The answer does not say."})
+    return default_answer(model, prompt)
+
+
+def deterministic_owner(db_url: str, sentinel: str) -> uuid.UUID:
+    """An owner with one sentinel memory and a completed deterministic run."""
+    with extractor(db_url, "deterministic"), psycopg.connect(db_url) as conn:
+        with conn.transaction():
+            insert_memories(
+                conn,
+                [MemoryLine(kind="decision", title=f"The {sentinel} decision", body=f"We chose {sentinel}, a secret.")],
+                Target(f"{sentinel}@o.test"),
+            )
+        owner = conn.execute(query("user_id_by_email"), {"email": f"{sentinel}@o.test"}).fetchone()[0]
         assert benchmark(db_url, owner)["status"] == "started"
-        question = conn.execute("select question from roi.probes where owner_id = %s", (owner,)).fetchone()[0]
-        conn.execute("update roi.settings set extractor = %s", (extractor,))
-    assert sentinel in question
-    return {"sentinel": sentinel, "question": question, "owner": owner, "other": other}
+    return owner
+
+
+def llm_owner(db_url: str, worker_url: str, sentinel: str) -> uuid.UUID:
+    """An owner whose rows fill every owner table, through the real paths: an import into a personal
+    layer, a project and a team; a stored provider key; in LLM mode a run judged by the worker (with
+    closed-book spot-checks and verdict notes), a second run left queued for judging, and upkeep
+    rotating the first run's pool, so pending probes wait for their questions too."""
+    email = f"{sentinel}@o.test"
+    memories = [
+        MemoryLine(kind=m["kind"], title=f"{m['title']} {sentinel}", body=f"{m['body']} {sentinel}") for m in KNOWLEDGE
+    ]
+    with psycopg.connect(db_url) as conn, conn.transaction():
+        insert_memories(conn, memories[:3], Target(email))
+        insert_memories(conn, memories[3:5], Target(email, project=f"project {sentinel}"))
+        insert_memories(conn, memories[5:], Target(email, team=f"team {sentinel}"))
+        owner = conn.execute(query("user_id_by_email"), {"email": email}).fetchone()[0]
+    store_key(db_url, email, "openai", f"sk-{sentinel}", KEY_PASSPHRASE)
+    worker = Worker(
+        worker_url,
+        WorkerConfig(generation_model=GENERATION_MODEL, judge_model=JUDGE_MODEL, key_encryption_key=KEY_PASSPHRASE),
+        ScriptedModel(bare_or_grading),
+    )
+    with extractor(db_url, "llm"):
+        set_settings(db_url, pool_target=4, rotation_per_run=1, closed_book_checks=2)
+        assert benchmark(db_url, owner)["status"] == "generating"
+        worker.run(once=True)
+        assert benchmark(db_url, owner)["status"] == "started"
+        worker.run(once=True)
+        assert benchmark(db_url, owner)["status"] == "started"
+        with psycopg.connect(db_url) as conn:
+            conn.execute("select roi.upkeep()")
+    return owner
+
+
+@pytest.fixture(scope="module", params=["deterministic", "llm"])
+def scene(request, cluster):
+    """An owner with sentinel memories and their benchmark's rows; another user with nothing. In LLM
+    mode the owner has rows in every owner table (checked here, before anything reads as the other)."""
+    db_url = cluster.url()
+    sentinel = f"SENTINEL{uuid.uuid4().hex}"
+    if request.param == "deterministic":
+        owner = deterministic_owner(db_url, sentinel)
+    else:
+        owner = llm_owner(db_url, cluster.url(user="roi_worker", password=localdb.WORKER_PASSWORD), sentinel)
+    with psycopg.connect(db_url) as conn:
+        other = conn.execute(query("ensure_user"), {"email": f"x{sentinel}@o.test"}).fetchone()[0]
+        conn.commit()
+        questions = [
+            r[0]
+            for r in conn.execute(
+                "select question from roi.probes where owner_id = %s and question is not null", (owner,)
+            ).fetchall()
+        ]
+        counts = owner_row_counts(conn, owner)
+    assert questions, "the owner has probe questions to hide"
+    if request.param == "llm":
+        assert [relation for relation, rows in counts.items() if rows == 0] == [], (
+            "the LLM scene fills every table that can hold an owner's rows"
+        )
+    try:
+        yield {
+            "mode": request.param,
+            "sentinel": sentinel,
+            "questions": questions,
+            "owner": owner,
+            "other": other,
+            "counts": counts,
+        }
+    finally:
+        remove_users(db_url, [owner, other])
 
 
 def reachable_relations(conn, role: str) -> list[tuple[str, str]]:
@@ -114,7 +234,8 @@ def test_the_data_api_exposes_only_the_allowlisted_relations_and_functions(db_ur
 def test_anon_reads_nothing_of_the_owner_anywhere(db_url, scene, reliability):
     seen = everything_readable(db_url, {"role": "anon"})
     leaks = [name for name, text in seen.items() if scene["sentinel"] in text]
-    reliability.record("privacy", "relations anon can select from, read in full", tried=len(seen), lost=len(leaks))
+    scenario = f"relations anon can select from, read in full ({SCENES[scene['mode']]})"
+    reliability.record("privacy", scenario, tried=len(seen), lost=len(leaks))
     assert leaks == []
 
 
@@ -122,9 +243,20 @@ def test_another_user_reads_nothing_of_the_owner_anywhere(db_url, scene, reliabi
     seen = everything_readable(db_url, claims_for(scene["other"]))
     leaks = [name for name, text in seen.items() if scene["sentinel"] in text or str(scene["owner"]) in text]
     reliability.record(
-        "privacy", "relations another user can select from, read in full", tried=len(seen), lost=len(leaks)
+        "privacy",
+        f"relations another user can select from, read in full ({SCENES[scene['mode']]})",
+        tried=len(seen),
+        lost=len(leaks),
     )
     assert leaks == []
+    # Each table that holds the owner's rows was read, so "0 leaked" is about rows that exist.
+    # The others (no select privilege) are tried too, and refused.
+    holding = {relation for relation, rows in scene["counts"].items() if rows > 0}
+    refused = {
+        relation: outcome_as(db_url, claims_for(scene["other"]), f"select * from {relation}", len)  # noqa: S608
+        for relation in holding - set(seen)
+    }
+    assert set(refused.values()) <= {"InsufficientPrivilege"}, refused
     assert "roi.probes" in seen, "the enumeration reached the private schema as authenticated"
     assert {"public.roi_benchmark_breakdown", "roi.recall_outcomes", "roi.closed_book_results"} <= set(seen), (
         "the enumeration reached the diagnostics too"
@@ -133,13 +265,19 @@ def test_another_user_reads_nothing_of_the_owner_anywhere(db_url, scene, reliabi
 
 def test_the_owner_reads_no_question_and_no_snapshot_without_the_gate(db_url, scene):
     seen = everything_readable(db_url, claims_for(scene["owner"]))
-    assert scene["sentinel"] in seen["public.memories"], "the owner does read their own memory"
-    assert [name for name, text in seen.items() if scene["question"] in text] == []
-    assert seen["roi.probes"] == seen["roi.recalls"] == seen["roi.judgments"] == seen["roi.closed_book_queue"] == ""
-    # The diagnostics reach the owner as aggregates and text-free facts: kind, scope, rank, counts.
-    assert '"dimension":"scope","value":"personal"' in seen["public.roi_benchmark_breakdown"]
-    assert '"source_rank":1' in seen["roi.recall_outcomes"]
-    assert '"source_surfaced_count":1' in seen["public.roi_benchmark_runs"]
+    with psycopg.connect(db_url) as conn:
+        titles = [
+            r[0] for r in conn.execute("select title from public.memories where author_id = %s", (scene["owner"],))
+        ]
+    assert all(title in seen["public.memories"] for title in titles), "the owner does read their own memories"
+    assert [name for name, text in seen.items() if any(q in text for q in scene["questions"])] == []
+    # Memory text reaches the owner through public.memories only: no probe's source, no recall snapshot.
+    assert [name for name, text in seen.items() if name != "public.memories" and any(t in text for t in titles)] == []
+    if scene["mode"] == "deterministic":
+        # The diagnostics reach the owner as aggregates and text-free facts: kind, scope, rank, counts.
+        assert '"dimension":"scope","value":"personal"' in seen["public.roi_benchmark_breakdown"]
+        assert '"source_rank":1' in seen["roi.recall_outcomes"]
+        assert '"source_surfaced_count":1' in seen["public.roi_benchmark_runs"]
 
 
 def outcome_as(db_url: str, claims: dict, statement: str, summary, params: tuple = ()) -> str:
@@ -187,3 +325,108 @@ def test_forged_claims_reach_nothing(db_url, scene, claims, expected):
     )
     assert (answer, tile, recalled) == expected
     assert sentinel not in answer + tile + recalled
+
+
+def client_functions(conn) -> list[dict]:
+    """Every function anon or authenticated may execute, from the catalog (extensions' own and the
+    test helpers left out): the list a new function joins by itself."""
+    return (
+        conn.cursor(row_factory=dict_row)
+        .execute(
+            """select p.oid::regprocedure::text as signature, format('%%I.%%I', n.nspname, p.proname) as name,
+                  coalesce(array(select format_type(t, null) from unnest(p.proargtypes) t), '{}') as arg_types,
+                  has_function_privilege('anon', p.oid, 'execute') as anon
+           from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+           where n.nspname <> all(%s) and n.nspname <> 'tests' and p.prokind = 'f'
+             and (has_function_privilege('authenticated', p.oid, 'execute')
+                  or has_function_privilege('anon', p.oid, 'execute'))
+             and not exists (select from pg_depend d where d.objid = p.oid and d.deptype = 'e')
+           order by 1""",
+            (list(SYSTEM_SCHEMAS),),
+        )
+        .fetchall()
+    )
+
+
+def argument_choices(conn, owner: uuid.UUID) -> dict[str, list]:
+    """For each argument type, values that aim at the owner: their id, runs, probes, memories, lock key
+    and memory rows. A function taking a type not listed here fails the test until it is added."""
+    ids = [owner]
+    for statement in (
+        "select id from roi.runs where owner_id = %s",
+        "select id from roi.probes where owner_id = %s",
+        "select id from public.memories where author_id = %s limit 2",
+    ):
+        ids += [row[0] for row in conn.execute(statement, (owner,))]
+    lock_key = conn.execute("select roi.owner_lock_key(%s)", (owner,)).fetchone()[0]
+    rows = conn.execute("select array_agg(m)::text from public.memories m where author_id = %s", (owner,)).fetchone()[0]
+    return {
+        "uuid": ids,
+        "text": ["llm", "decision"],
+        "integer": [20],
+        "bigint": [lock_key, 1],
+        "boolean": [False, True],
+        "vector": [None],
+        "memories[]": ["{}", rows],
+    }
+
+
+def calls_of(function: dict, choices: dict[str, list]) -> list[tuple]:
+    missing = [t for t in function["arg_types"] if t not in choices]
+    assert missing == [], f"{function['signature']}: no red-team values for {missing}; add some"
+    return list(itertools.product(*(choices[t] for t in function["arg_types"])))
+
+
+def call_as(conn, claims: dict, function: dict, arguments: tuple, owner: uuid.UUID, before: dict) -> tuple[str, bool]:
+    """One call as `claims`, rolled back: what it returned (or its error class), and whether the owner's
+    rows were still intact right after it, inside the same transaction."""
+    casts = sql.SQL(", ").join(sql.SQL("%s::{}").format(sql.SQL(t)) for t in function["arg_types"])
+    statement = sql.SQL("select coalesce(string_agg(row_to_json(t)::text, ','), '') from {}({}) t").format(
+        sql.SQL(function["name"]), casts
+    )
+    try:
+        with conn.transaction(force_rollback=True):
+            act_as(conn, claims)
+            returned = conn.execute(statement, arguments).fetchone()[0]
+            conn.execute("reset role")
+            return returned, owner_fingerprint(conn, owner) == before
+    except psycopg.Error as exc:
+        return type(exc).__name__, True
+
+
+def test_every_function_a_client_role_can_execute_yields_nothing_of_the_owner(db_url, scene, reliability):
+    owner = scene["owner"]
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        functions = client_functions(conn)
+        choices = argument_choices(conn, owner)
+        before = owner_fingerprint(conn, owner)
+        owner_ids = {str(i) for i in choices["uuid"][1:]} | {str(owner)}
+        outcomes = {}
+        for function in functions:
+            as_who = [("other", claims_for(scene["other"]))] + (
+                [("anon", {"role": "anon"})] if function["anon"] else []
+            )
+            for who, claims in as_who:
+                for arguments in calls_of(function, choices):
+                    outcomes[(function["signature"], who, arguments)] = call_as(
+                        conn, claims, function, arguments, owner, before
+                    )
+        after = owner_fingerprint(conn, owner)
+    leaked = [
+        key
+        for key, (returned, intact) in outcomes.items()
+        if not intact or scene["sentinel"] in returned or any(i in returned for i in owner_ids)
+    ]
+    reliability.record(
+        "privacy",
+        f"calls of every client-executable function as another user and anon ({SCENES[scene['mode']]})",
+        tried=len(outcomes),
+        lost=len(leaked) + (after != before),
+    )
+    assert leaked == []
+    assert after == before, "no call changed the owner's rows"
+    called = {function["name"] for function in functions}
+    assert {"public.benchmark_memory", "roi.start_run", "roi.open_gate", "roi.refill_pool"} <= called, (
+        "the catalog listed the roi verbs a signed-in user may execute"
+    )
+    assert {signature for signature, _, _ in outcomes} == {function["signature"] for function in functions}

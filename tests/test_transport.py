@@ -107,7 +107,9 @@ def test_the_local_transport_acts_as_the_token_user_through_authenticator(cluste
     assert (before["state"], before["exclusive_rate"], before["trend"]) == ("invite", None, [])
     assert started["status"] == "started" and started["probes"] == 4
     assert tile["state"] == "ready" and tile["latest_run_id"] == started["run_id"]
-    assert tile["judged_count"] == 4 and 0 <= tile["exclusive_rate"] <= 1
+    # Four memories, each found by its own title: 4 of 4, Wilson 95% from 4 / (4 + 1.96²) = 0.5101 to 1.
+    assert (tile["judged_count"], tile["exclusive_count"]) == (4, 4)
+    assert (tile["exclusive_rate"], tile["exclusive_rate_low"], tile["exclusive_rate_high"]) == (1, 0.5101, 1)
     assert isinstance(tile["latest_run_at"], str)  # the JSON shapes PostgREST sends, not Python objects
     assert [run["run_id"] for run in runs] == [started["run_id"]], "the other user's run is not visible"
     assert {row["run_id"] for row in breakdown} == {started["run_id"]}

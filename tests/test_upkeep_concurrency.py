@@ -4,12 +4,14 @@ nothing duplicated, nobody deadlocks. Three actors, interleaved freely for a fix
 from __future__ import annotations
 
 import threading
+import time
 
 import psycopg
 
 from tests.support import benchmark, user_with_knowledge
 
 ROUNDS = 15
+JOIN_SECONDS = 300  # for all three actors together
 
 
 def test_upkeep_during_runs_and_imports_loses_and_duplicates_nothing(db_url, email, deterministic_mode, reliability):
@@ -25,7 +27,8 @@ def test_upkeep_during_runs_and_imports_loses_and_duplicates_nothing(db_url, ema
             except BaseException as exc:  # noqa: BLE001 - any failure is the finding
                 errors.append(exc)
 
-        return threading.Thread(target=loop)
+        # A daemon, so an actor stuck on a lock is reported below instead of holding pytest open.
+        return threading.Thread(target=loop, name=work.__name__, daemon=True)
 
     def upkeep(_):
         with psycopg.connect(db_url) as conn:
@@ -55,8 +58,11 @@ def test_upkeep_during_runs_and_imports_loses_and_duplicates_nothing(db_url, ema
     threads = [actor(upkeep), actor(runs), actor(imports)]
     for thread in threads:
         thread.start()
+    deadline = time.monotonic() + JOIN_SECONDS
     for thread in threads:
-        thread.join(timeout=300)
+        thread.join(timeout=max(0, deadline - time.monotonic()))
+    # An actor still running at the deadline is stuck (a deadlock, a lock never released): a finding.
+    stuck = [thread.name for thread in threads if thread.is_alive()]
 
     with psycopg.connect(db_url) as conn:
         conn.execute("select roi.upkeep()")
@@ -90,14 +96,21 @@ def test_upkeep_during_runs_and_imports_loses_and_duplicates_nothing(db_url, ema
         ).fetchall()
         total_runs = conn.execute("select count(*) from roi.runs where owner_id = any(%s)", (owners,)).fetchone()[0]
     # Measured before any assert: unfinished runs, memories missing, pools overfilled, probes retired
-    # wrongly or left active on an invalidated source, and actors that failed.
+    # wrongly or left active on an invalidated source, and actors that failed or never finished.
     missing = sum(abs(imported[owner] - stored.get(owner, 0)) for owner in owners)
     reliability.record(
         "concurrency",
         f"upkeep × runs × imports, {ROUNDS} rounds, {len(owners)} owners",
         tried=total_runs,
-        lost=len(unfinished) + missing + len(oversized) + len(wrongly_retired) + len(live_unretired) + len(errors),
+        lost=len(unfinished)
+        + missing
+        + len(oversized)
+        + len(wrongly_retired)
+        + len(live_unretired)
+        + len(errors)
+        + len(stuck),
     )
+    assert stuck == [], "every actor finished its rounds"
     assert errors == []
     assert stored == imported, "every memory written is there"
     assert unfinished == [], "every run closed with exactly one verdict per probe"

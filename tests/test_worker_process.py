@@ -12,13 +12,16 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 from tests.conftest import ROOT
 from tests.support import as_user, wait_for
 from tests.worker_support import (
     GENERATION_MODEL,
     JUDGE_MODEL,
+    KNOWLEDGE,
     ScriptedModel,
+    benchmark,
     default_answer,
     fetch,
     seed_queued_judgments,
@@ -227,3 +230,55 @@ def test_a_worker_process_builds_its_reply_models_before_the_lanes_parse_replies
     assert probe.returncode == 0, probe.stderr
     count, unbuilt = probe.stdout.split(" ", 1)
     assert int(count) > 10 and unbuilt.strip() == "[]", probe.stdout
+
+
+def one_queued_judgment(db_url: str, worker_url: str, owners) -> object:
+    """An owner with one probe whose judgment is queued, through the real path: benchmark_memory()
+    queues the probe, a worker writes its question, the next call starts the run."""
+    owner = owners.create(KNOWLEDGE[:1])
+    assert benchmark(db_url, owner)["status"] == "generating"
+    Worker(worker_url, CONFIG, ScriptedModel(default_answer)).run(once=True)
+    assert benchmark(db_url, owner)["status"] == "started"
+    return owner
+
+
+def test_zm_model_timeout_seconds_bounds_a_model_call(db_url, worker_url, llm_mode, owners, fake_openai):
+    owner = one_queued_judgment(db_url, worker_url, owners)
+    fake_openai.hold_next_judgment()  # held open for 120 s unless the worker gives up first
+    env = {**worker_env(worker_url, "OPENAI_BASE_URL", fake_openai.url), "ZM_MODEL_TIMEOUT_SECONDS": "2"}
+    started = time.monotonic()
+    worker = start_worker(env, "--once")
+    try:
+        _, stderr = worker.communicate(timeout=60)
+    finally:
+        worker.kill()
+    took = time.monotonic() - started
+    assert fake_openai.held.is_set(), "the judge call reached the model and was held"
+    assert took < 30, f"the worker gave up on the call after about 2 s, not after the model's 120 ({took:.0f} s)"
+    assert "Timeout" in stderr, stderr
+    assert worker.returncode == 2 and "every row failed (1 of 1" in stderr, stderr
+    assert as_user(db_url, owner, "select status from public.roi_benchmark_runs")[0]["status"] == "judging"
+
+
+# `zm-roi worker --once` whose model call hits a bug (not a provider, network or parse failure).
+WORKER_WITH_A_BUG = """
+import sys
+from zm_roi import llm, cli
+def buggy(**kwargs):
+    raise ZeroDivisionError("a bug in the worker")
+llm.litellm.completion = buggy
+sys.exit(cli.main(["worker", "--once"]))
+"""
+
+
+def test_a_worker_stopped_by_a_bug_exits_non_zero_and_releases_the_row(db_url, worker_url, llm_mode, owners):
+    owner = one_queued_judgment(db_url, worker_url, owners)
+    env = {**worker_env(worker_url, "OPENAI_BASE_URL", "http://127.0.0.1:9/v1"), "ZM_WORKER_CONCURRENCY": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", WORKER_WITH_A_BUG], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 1, done.stderr
+    assert "worker bug: ZeroDivisionError: a bug in the worker" in done.stderr
+    assert "row released" in done.stderr
+    assert done.stderr.rstrip().endswith("ZeroDivisionError: a bug in the worker"), "it stops loudly: the traceback"
+    assert as_user(db_url, owner, "select status from public.roi_benchmark_runs")[0]["status"] == "judging"

@@ -2,7 +2,7 @@
 -- the worker role), never by a direct select as their owner, another user or anon. And a memory the
 -- owner cannot see never becomes their probe nor appears in their snapshots.
 begin;
-select plan(20);
+select plan(22);
 
 select tests.create_user('owner@priv.test');
 select tests.create_user('other@priv.test');
@@ -31,6 +31,12 @@ select is_empty($$select surfaced from roi.recalls$$, 'the owner cannot read the
 select is_empty($$select * from roi.judgments$$, 'the owner cannot read the judging queue');
 select is_empty($$select * from roi.pending_runs$$, 'the owner cannot read run bookkeeping');
 select isnt_empty($$select * from roi.verdicts$$, 'but the owner reads their own verdicts (ids and booleans)');
+-- The premise of "a memory the owner cannot see never becomes their probe" (below), checked as the
+-- owner: row-level security hides the other project's memory from them, even from an unpinned recall.
+select is_empty($$select 1 from public.memories where title = 'Kafka secret partition plan'$$,
+  'the owner cannot see the other project''s memory');
+select is_empty($$select 1 from public.recall('Kafka secret partition plan payroll') where title = 'Kafka secret partition plan'$$,
+  'nor does a recall over everything the owner can see surface it');
 select throws_ok($$insert into roi.probes (owner_id, memory_id, source_kind, source_scope, source_title, source_body)
   values (auth.uid(), gen_random_uuid(), 'decision', 'personal', 't', 'b')$$, '42501', null,
   'the owner cannot write probes outside the benchmark');
