@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 
+import psycopg
+from psycopg.rows import dict_row
+
 from tests.worker_support import (
     GENERATION_MODEL,
     GOOD_VERDICT,
@@ -18,6 +21,7 @@ from tests.worker_support import (
     fetch,
 )
 from zm_roi import prompts
+from zm_roi.queries import query
 from zm_roi.worker import Worker, WorkerConfig
 
 CONFIG = WorkerConfig(generation_model=GENERATION_MODEL, judge_model=JUDGE_MODEL)
@@ -124,3 +128,20 @@ def test_a_deterministic_run_says_so_in_its_fingerprint(db_url, deterministic_mo
     first, second = runs(db_url, owner)
     assert first["judge_fingerprint"] == second["judge_fingerprint"] == "deterministic:retrieval-check"
     assert second["previous_run_id"] == first["run_id"] and second["judge_changed"] is False
+
+
+def test_a_template_question_for_a_probe_no_longer_pending_is_dropped(db_url, worker_url, llm_mode, owners):
+    owner = owners.create([PIN])
+    benchmark(db_url, owner)
+    probe = fetch(db_url, "select id from roi.probes where owner_id = %s", (owner,))[0]["id"]
+    fetch(
+        db_url,
+        "update roi.probes set state = 'retired', retired_reason = 'source_invalidated', retired_at = now() "
+        "where id = %s returning 1",
+        (probe,),
+    )
+    with psycopg.connect(worker_url, row_factory=dict_row) as conn:
+        recorded = conn.execute(
+            query("record_question"), {"probe_id": probe, "question": None, "origin": "template", "generator": "g"}
+        ).fetchone()
+    assert recorded == {"record_question": False}, "dropped, as a model's question would be, not an error"

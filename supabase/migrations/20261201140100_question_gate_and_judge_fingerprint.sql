@@ -96,7 +96,10 @@ declare
 begin
   if new_origin = 'template' then
     select roi.template_question(p.source_kind, p.source_title, p.source_body) into written
-    from roi.probes p where p.id = target_probe;
+    from roi.probes p where p.id = target_probe and p.state = 'pending';
+    if not found then
+      return false;
+    end if;
   end if;
   if length(btrim(coalesce(written, ''))) not between 10 and 300 then
     raise exception 'roi.record_question: a question has 10 to 300 characters' using errcode = '22023';
