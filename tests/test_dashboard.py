@@ -379,3 +379,34 @@ def test_an_unpriced_run_on_the_owners_key_with_no_shared_questions(tmp_path):
     assert dom.text("paired") == "No question in common with the previous run, so no paired comparison."
     assert dom.text("cost") == "36,000 + 2,400 tokens, no price known for the model; 40 calls on your own provider key."
     assert not dom.has("closed-book"), "the spot-check shows only when it ran"
+
+
+def test_a_changed_judge_is_not_compared_and_the_trend_marks_the_point(tmp_path):
+    judge = "openai/gpt-4o#judge.j2@0123456789ab"
+    older = llm_run(run_id="r1", started_at="2026-11-29T10:00:00+00:00", previous_run_id=None, judge_changed=False)
+    run = llm_run(judge_fingerprint=judge, judge_changed=True, paired_p_value=None, questions_regenerated=2,
+                  template_questions=1)  # fmt: skip
+    page = tmp_path / "judge-changed.html"
+    page.write_text(dashboard.render(Canned(READY, [run, older], BREAKDOWN)), encoding="utf-8")
+    dom = open_page(tmp_path, "diagnostics-judge-changed", page.as_uri())
+    tall_shots(tmp_path, "diagnostics-judge-changed", page.as_uri())
+    assert dom.text("paired") == "Not comparable with the previous run: the judge changed."
+    assert "p =" not in dom.text("diagnostics")
+    assert dom.text("judge") == (
+        f"Judged by {judge}; questions: 2 rewritten after the gate refused them, 1 from templates; "
+        "the judge changed since the previous run."
+    )
+    marks = dom.find("line", **{"class": "judge-changed"})
+    assert len(marks) == 1, "the second trend point, where the judge changed, is marked"
+    assert "35% (judge changed)" in dom.find("svg")[0]["aria-label"]
+
+
+def test_the_same_judge_draws_no_mark_and_keeps_the_p_value(tmp_path):
+    run = llm_run(judge_fingerprint="openai/gpt-4o#judge.j2@0123456789ab", judge_changed=False)
+    older = llm_run(run_id="r1", started_at="2026-11-29T10:00:00+00:00", judge_changed=False)
+    model = dashboard.view_model(READY, [run, older], BREAKDOWN)
+    assert model["sparkline"]["judge_marks"] == []
+    assert model["diagnostics"]["paired"].endswith("p = 0.63 (could be chance).")
+    assert model["diagnostics"]["judge"].startswith(
+        "Judged by openai/gpt-4o#judge.j2@0123456789ab; questions: 0 rewritten"
+    )

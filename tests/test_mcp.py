@@ -37,6 +37,10 @@ DIAGNOSTICS = {
     "closed_book_checked",
     "closed_book_correct",
     "closed_book_agreement_count",
+    "questions_regenerated",
+    "template_questions",
+    "judge_fingerprint",
+    "judge_changed",
     "breakdown",
     "summary",
 }
@@ -187,6 +191,9 @@ def test_a_deterministic_run_starts_at_once_and_the_results_tool_shows_the_score
         assert sum(row["exclusive_count"] for row in rows) == score["exclusive_count"]
     assert found["summary"].startswith(f"Search surfaced the source memory for {found['source_surfaced_count']} of 6")
     assert "First completed run" in found["summary"] and "deterministic runs cost nothing" in found["summary"]
+    assert (found["judge_fingerprint"], found["judge_changed"]) == ("deterministic:retrieval-check", False)
+    assert (found["questions_regenerated"], found["template_questions"]) == (0, 0)
+    assert "Judged by the strict retrieval check" in found["summary"]
 
 
 def test_a_user_without_knowledge_gets_empty(cluster, email, tmp_path):

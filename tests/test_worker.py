@@ -196,12 +196,12 @@ def test_malformed_judge_output_is_retried_then_skipped(db_url, worker_url, llm_
 def test_generation_that_never_validates_retires_the_probe(db_url, worker_url, llm_mode, owners):
     set_settings(db_url, max_attempts=3)
     dave = owners.create(KNOWLEDGE[:1])
-    source = KNOWLEDGE[0]["body"]
+    # (A question that quotes its memory is the gate's: tests/test_worker_judge_checks.py.)
     bad = iter(
         [
             json.dumps({"question": "Why " + "really " * 60 + "?"}),  # longer than 300 characters
             json.dumps({"question": "What SDK version do we pin"}),  # not a question
-            json.dumps({"question": f"Why is it that {source[:-1].lower()}?"}),  # quotes the memory
+            '{"question": "Which SDK version do we keep?"} {"question": "Which one do we avoid?"}',  # two answers
         ]
     )
     model = ScriptedModel(lambda model, prompt: next(bad))
@@ -214,6 +214,6 @@ def test_generation_that_never_validates_retires_the_probe(db_url, worker_url, l
         fetch(db_url, "update roi.probes set run_after = now() where owner_id = %s returning 1", (dave,))
     assert "at most 300 characters" in errors[0]
     assert "question mark" in errors[1]
-    assert "quotes its source" in errors[2]
+    assert "2 JSON objects" in errors[2]
     assert (probe["state"], probe["retired_reason"], probe["question"]) == ("retired", "generation_failed", None)
     assert [e["purpose"] for e in usage_by_owner(db_url, dave)] == ["probe_generation"] * 3

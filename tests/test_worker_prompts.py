@@ -55,7 +55,10 @@ def test_a_real_question_is_accepted(reply):
         (json.dumps({"question": "Which version do we stay on"}), "question mark"),
         (json.dumps({"question": "Which version\ndo we stay on?"}), "one line"),
         (json.dumps({"text": "Which version do we stay on?"}), "question: Field required"),
-        (json.dumps({"question": "So we pin the payments SDK at 4.2 because 4.3 broke retries?"}), "quotes its source"),
+        (
+            json.dumps({"question": "So we pin the payments SDK at 4.2 because 4.3 broke retries?"}),
+            "8 or more consecutive words of the body",
+        ),
     ],
 )
 def test_a_question_that_does_not_fit_is_rejected_without_repeating_it(reply, problem):
@@ -73,14 +76,130 @@ def test_a_judgment_needs_real_booleans_and_a_confidence_in_range():
     good = {"with_memory": True, "without_memory": False, "confidence": 0.8, "reason": "It says so."}
     verdict = prompts.parse_judgment(json.dumps(good))
     assert (verdict.with_memory, verdict.without_memory, verdict.confidence) == (True, False, 0.8)
-    assert prompts.parse_judgment(json.dumps({k: v for k, v in good.items() if k != "reason"})).reason == ""
     for bad, problem in [
         ({**good, "with_memory": "yes"}, "with_memory"),
         ({**good, "without_memory": 0}, "without_memory"),
         ({**good, "confidence": 1.5}, "confidence"),
         ({k: v for k, v in good.items() if k != "without_memory"}, "without_memory: Field required"),
+        # Failing closed: a field the prompt asks for is never defaulted, a string is not a number.
+        ({k: v for k, v in good.items() if k != "reason"}, "reason: Field required"),
+        ({k: v for k, v in good.items() if k != "confidence"}, "confidence: Field required"),
+        ({**good, "confidence": "0.8"}, "confidence"),
+        ({**good, "final_answer": {"with_memory": False}}, "final_answer: Extra inputs are not permitted"),
     ]:
         with pytest.raises(OutputError, match=problem):
             prompts.parse_judgment(json.dumps(bad))
     with pytest.raises(OutputError, match="not valid JSON"):
         prompts.parse_judgment("with_memory: true")
+
+
+# ---- failing closed (issue 20 item 6, issue 21 newcomer item 12) ---------------------------------
+
+VERDICT = '{"with_memory": true, "without_memory": false, "confidence": 0.9, "reason": "Result 1 says so."}'
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        VERDICT,
+        f"```json\n{VERDICT}\n```",
+        f"Sure, here is my verdict: {VERDICT} Hope this helps.",
+        f"Verdict:\n{VERDICT}\n(The question asks about the SDK.)",
+    ],
+    ids=["bare", "fenced", "prose-around", "prose-lines"],
+)
+def test_one_json_object_surrounded_by_prose_is_accepted(reply):
+    verdict = prompts.parse_judgment(reply)
+    assert (verdict.with_memory, verdict.without_memory) == (True, False)
+
+
+@pytest.mark.parametrize(
+    ("reply", "problem"),
+    [
+        (f"{VERDICT} On reflection: {VERDICT.replace('true', 'false')}", "2 JSON objects"),
+        (f"{VERDICT}\nCorrection: without_memory is true.", "mentions without_memory"),
+        (f'{VERDICT} "confidence": 0.1', "mentions confidence"),
+        ('{"with_memory": true, "with_memory": false, "without_memory": false, "confidence": 1, "reason": "r"}',
+         "names a field twice"),
+        ('[{"with_memory": true}, {"with_memory": false}]', "2 JSON objects"),
+        ("with_memory: true, without_memory: false", "no JSON object"),
+        ("", "no JSON object"),
+        ("x" * 20_001, "longer than"),
+    ],
+    ids=["two-objects", "prose-second-answer", "prose-field-value", "duplicate-key", "array-of-two", "no-json",
+         "empty", "too-long"],
+)  # fmt: skip
+def test_a_reply_that_could_hide_a_second_answer_is_refused(reply, problem):
+    with pytest.raises(OutputError, match=problem):
+        prompts.parse_judgment(reply)
+
+
+def test_a_grade_fails_closed_too():
+    with pytest.raises(OutputError, match="reason: Field required"):
+        prompts.parse_grade('{"correct": true}')
+    with pytest.raises(OutputError, match="correct"):
+        prompts.parse_grade('{"correct": "yes", "reason": "r"}')
+    assert prompts.parse_grade('Grade: {"correct": false, "reason": "It hedges."}').correct is False
+
+
+def test_json_output_is_asked_for_where_the_provider_takes_it():
+    from zm_roi import llm
+
+    sent = []
+
+    def complete(**kwargs):
+        sent.append(kwargs)
+        return llm.litellm.completion(**kwargs, mock_response=VERDICT)
+
+    for model in ("openai/zm-test-judge", "replicate/zm-test-judge"):
+        llm.call(complete, model=model, prompt="Judge.", temperature=0, api_key="k", timeout=5)
+    assert sent[0]["response_format"] == {"type": "json_object"}, "an OpenAI-compatible endpoint takes it"
+    assert "response_format" not in sent[1], "litellm says replicate does not: the prompt alone asks for JSON"
+
+
+# ---- the question gate (issue 20 item 1) ---------------------------------------------------------
+
+TITLE = "Pin the payments SDK at 4.2"
+BODY = "We pin the payments SDK at 4.2 because 4.3 broke idempotent retries on refunds in the billing service."
+
+
+@pytest.mark.parametrize(
+    ("question", "rule"),
+    [
+        ("Which SDK version do we keep for card payments, and what went wrong with the newer one?", None),
+        ("Why do we pin the payments SDK?", "4 or more consecutive words of the title"),
+        ("Why: pin, the PAYMENTS-sdk?", "4 or more consecutive words of the title"),
+        ("Do we pin the SDK, and at 4.2 or something else?", "60% or more of the title's content words"),
+        ("What broke idempotent retries on refunds in the billing service?", "8 or more consecutive words of the body"),
+        ("Which SDK? And which version?", "exactly one question"),
+        ("Which SDK version do we keep " + "really " * 50 + "?", "longer than 300"),
+    ],
+    ids=["passes", "title-run", "title-run-after-punctuation", "title-share", "body-run", "two-questions", "long"],
+)
+def test_the_gate_refuses_questions_that_quote_their_source(question, rule):
+    refusal = prompts.gate_refusal(question, TITLE, BODY)
+    assert refusal == rule if rule is None else rule in refusal
+    if rule is not None:
+        assert "payments" not in refusal and "4.2" not in refusal, "the reason names the rule, never the words"
+
+
+def test_three_title_words_in_a_row_and_half_its_content_words_pass():
+    # Title content words: pin, payments, sdk, 4, 2. The question uses payments and sdk (2 of 5 = 40%, under
+    # 60%) and at most 3 title words in a row ("the payments sdk").
+    assert prompts.gate_refusal("Do we keep the payments SDK on an old release, and why?", TITLE, BODY) is None
+
+
+def test_the_retry_prompt_carries_the_reason_and_the_first_does_not():
+    first = prompts.generation_prompt("decision", TITLE, BODY)
+    again = prompts.generation_prompt(
+        "decision", TITLE, BODY, refused="it repeats 4 or more consecutive words of the title"
+    )
+    assert "refused" not in first
+    assert "Your previous question was refused because it repeats 4 or more consecutive words of the title." in again
+
+
+def test_a_fingerprint_names_the_model_and_the_prompt_it_read():
+    fingerprint = prompts.fingerprint("openai/gpt-4o-mini", "judge.j2")
+    assert fingerprint.startswith("openai/gpt-4o-mini#judge.j2@") and len(fingerprint.split("@")[1]) == 12
+    assert prompts.fingerprint("openai/gpt-4o", "judge.j2") != fingerprint
+    assert prompts.fingerprint("openai/gpt-4o-mini", "generate_question.j2") != fingerprint

@@ -37,9 +37,9 @@ def claim(conn) -> dict | None:
 
 def record(conn, job: dict) -> bool:
     params = {"run_id": job["run_id"], "probe_id": job["probe_id"], "with_memory": True, "without_memory": False}
-    return conn.execute(query("record_verdict"), {**params, "confidence": 0.5, "reason": "r"}).fetchone()[
-        "record_verdict"
-    ]
+    return conn.execute(
+        query("record_verdict"), {**params, "confidence": 0.5, "reason": "r", "judge_fingerprint": None}
+    ).fetchone()["record_verdict"]
 
 
 def release(conn, job: dict, attempt: int) -> str:

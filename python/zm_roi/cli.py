@@ -199,6 +199,23 @@ def cmd_worker(args: argparse.Namespace, config: settings.Settings) -> None:
         )
 
 
+def cmd_judge_check(args: argparse.Namespace, config: settings.Settings) -> None:
+    import json
+
+    from zm_roi import judgecheck, llm
+
+    model = args.model or config.judge_model
+    llm.check_keys([model])
+    report = judgecheck.run_check(
+        database_url(config),
+        model,
+        config.operator_email,
+        timeout=config.model_timeout_seconds,
+        concurrency=config.worker_concurrency,
+    )
+    print(json.dumps(report, indent=2) if args.json else judgecheck.format_report(report))
+
+
 def cmd_set_key(args: argparse.Namespace, config: settings.Settings) -> None:
     from zm_roi.keys import read_key, store_key
 
@@ -348,6 +365,13 @@ def build_parser() -> argparse.ArgumentParser:
     worker = sub.add_parser("worker", help="write probe questions and judge recalls with a model (LLM mode)")
     worker.add_argument("--once", action="store_true", help="drain what is queued now, then exit")
     worker.set_defaults(func=cmd_worker)
+
+    check = sub.add_parser(
+        "judge-check", help="put the judge prompt to a model on the shipped calibration set: accuracy, kappa, decoys"
+    )
+    check.add_argument("--model", metavar="M", help="the litellm model to check (default: ZM_JUDGE_MODEL)")
+    check.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    check.set_defaults(func=cmd_judge_check)
 
     set_key = sub.add_parser("set-key", help="store a user's own provider key (read from standard input)")
     set_key.add_argument("--user", required=True, metavar="EMAIL")

@@ -45,8 +45,19 @@ def when(stamp: str | None, style: str = "%-d %b %Y, %H:%M UTC") -> str:
     return datetime.fromisoformat(stamp).astimezone(UTC).strftime(style)
 
 
-def sparkline(trend: list) -> dict | None:
-    """SVG geometry for the trend on a fixed 0–100% scale (a zoomed scale would dramatise noise)."""
+def judge_changes(runs: list[dict], trend: list) -> list[bool]:
+    """For each trend point (completed runs with a judged question, oldest first, as the tile's trend),
+    whether the judge changed against the run before it; none marked when the two lists do not line up."""
+    scored = [r for r in reversed(runs) if r.get("status") == "complete" and (r.get("judged_count") or 0) > 0]
+    if len(scored) != len(trend or []):
+        return []
+    return [bool(r.get("judge_changed")) for r in scored]
+
+
+def sparkline(trend: list, changed: list[bool] | None = None) -> dict | None:
+    """SVG geometry for the trend on a fixed 0–100% scale (a zoomed scale would dramatise noise). A point
+    whose run was judged by a different judge than the run before is marked: the line there joins two
+    scores that were not measured the same way."""
     rates = [float(rate) for rate in trend or [] if rate is not None]
     if len(rates) < 2:
         return None
@@ -58,6 +69,10 @@ def sparkline(trend: list) -> dict | None:
     bottom = SPARK_HEIGHT - SPARK_PAD
     area = f"M{points[0][0]:.1f},{bottom} L" + " L".join(f"{x:.1f},{y:.1f}" for x, y in points)
     area += f" L{points[-1][0]:.1f},{bottom} Z"
+    marks = [point for point, mark in zip(points, changed or [], strict=False) if mark]
+    label = "Exclusive rate of completed runs, oldest first: " + ", ".join(
+        f"{pct(r)}%{' (judge changed)' if (changed or [False] * len(rates))[i] else ''}" for i, r in enumerate(rates)
+    )
     return {
         "width": SPARK_WIDTH,
         "height": SPARK_HEIGHT,
@@ -65,7 +80,8 @@ def sparkline(trend: list) -> dict | None:
         "area": area,
         "last": points[-1],
         "count": len(rates),
-        "label": "Exclusive rate of completed runs, oldest first: " + ", ".join(f"{pct(r)}%" for r in rates),
+        "judge_marks": marks,
+        "label": label,
     }
 
 
@@ -78,6 +94,7 @@ def explained(run: dict | None, breakdown: list[dict]) -> dict | None:
         "retrieval": diagnostics.retrieval_line(run),
         "agreement": diagnostics.agreement_line(run),
         "paired": diagnostics.paired_line(run),
+        "judge": diagnostics.judge_line(run),
         "cost": diagnostics.cost_line(run),
         "closed_book": diagnostics.closed_book_line(run),
         "groups": diagnostics.breakdown_groups(breakdown, run["run_id"]),
@@ -103,7 +120,7 @@ def view_model(tile: dict | None, runs: list[dict], breakdown: list[dict] | None
         "judging": tile["state"] == "judging",
         "judging_probes": latest["probe_count"] if latest and latest["status"] == "judging" else None,
         "latest_run_at": when(tile.get("latest_run_at")),
-        "sparkline": sparkline(tile.get("trend") or []),
+        "sparkline": sparkline(tile.get("trend") or [], judge_changes(runs, tile.get("trend") or [])),
         "runs": [
             {
                 "started": when(run["started_at"]),

@@ -53,6 +53,10 @@ def paired_line(run: dict) -> str:
     """The change against the owner's previous completed run, on the questions both runs judged."""
     if not run.get("previous_run_id"):
         return "First completed run: nothing to compare with yet."
+    if run.get("judge_changed"):
+        # The two runs' verdicts were made by different judges (model or prompt): a change between them
+        # may be the judge's, so no p-value is given for it.
+        return "Not comparable with the previous run: the judge changed."
     paired = run.get("paired_count") or 0
     if paired == 0:
         return "No question in common with the previous run, so no paired comparison."
@@ -99,6 +103,26 @@ def closed_book_line(run: dict) -> str | None:
     )
 
 
+def judge_line(run: dict) -> str:
+    """Who judged the run and what the question gate did to its questions."""
+    fingerprint = run.get("judge_fingerprint")
+    if run.get("mode") != "llm":
+        who = "Judged by the strict retrieval check (deterministic mode: questions come from templates)"
+    elif fingerprint:
+        who = f"Judged by {fingerprint}"
+    else:
+        who = "No judge recorded (no question was judged)"
+    line = who
+    if run.get("mode") == "llm":
+        line += (
+            f"; questions: {run.get('questions_regenerated') or 0} rewritten after the gate refused them, "
+            f"{run.get('template_questions') or 0} from templates"
+        )
+    if run.get("judge_changed"):
+        line += "; the judge changed since the previous run"
+    return line + "."
+
+
 def breakdown_groups(rows: list[dict], run_id: str) -> list[dict]:
     """The run's breakdown as two groups of bars (kind, layer), in a fixed order."""
     groups = []
@@ -123,5 +147,12 @@ def breakdown_groups(rows: list[dict], run_id: str) -> list[dict]:
 
 def summary(run: dict) -> str:
     """All of it, one sentence after another (the MCP tool's structured output carries it)."""
-    parts = [retrieval_line(run), agreement_line(run), paired_line(run), cost_line(run), closed_book_line(run)]
+    parts = [
+        retrieval_line(run),
+        agreement_line(run),
+        paired_line(run),
+        judge_line(run),
+        cost_line(run),
+        closed_book_line(run),
+    ]
     return " ".join(p for p in parts if p)

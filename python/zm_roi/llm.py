@@ -90,6 +90,18 @@ def check_keys(models: Iterable[str]) -> None:
         )
 
 
+@cache
+def json_mode(model: str) -> dict | None:
+    """The `response_format` that asks the provider for a JSON object, where litellm says the provider
+    takes one (an OpenAI-compatible endpoint, Anthropic, Ollama, …); None where it does not, and the
+    prompt's own instruction has to do. Either way the parser fails closed on anything but one object."""
+    try:
+        supported = litellm.get_supported_openai_params(model=model) or []
+    except Exception:
+        return None
+    return {"type": "json_object"} if "response_format" in supported else None
+
+
 def call(
     complete: Complete,
     *,
@@ -99,17 +111,19 @@ def call(
     api_key: str | None,
     timeout: float,
 ) -> Reply:
-    """One chat completion asking for a JSON object. Retries are ours (backoff in SQL), not the SDK's,
-    so every attempt is a call we see and meter."""
+    """One chat completion asking for a JSON object (through `response_format` where the provider takes
+    it, see json_mode). Retries are ours (backoff in SQL), not the SDK's, so every attempt is a call we
+    see and meter."""
+    json_format = json_mode(model)
     response = complete(
         model=model,
         messages=[{"role": "user", "content": prompt}],
         temperature=temperature,
-        response_format={"type": "json_object"},
         api_key=api_key,
         timeout=timeout,
         max_retries=0,
         drop_params=True,
+        **({"response_format": json_format} if json_format else {}),
     )
     usage = getattr(response, "usage", None)
     # A reply with no choice (a content filter, a truncated body) is still a call the provider billed:

@@ -47,8 +47,11 @@ judged (state no_score: call benchmark_memory again). In deterministic mode `cav
 is bounded in which direction. `diagnostics` explains the scored run: whether
 search surfaced each question's source memory (count, MRR, median rank, agreement with the judge), the
 rate by kind and by layer, the paired change against the previous run (with an exact sign test), what
-the run's model calls cost, and the closed-book spot-check of the judge when enabled. Aggregates only;
-changes nothing."""
+the run's model calls cost, the closed-book spot-check of the judge when enabled, and the judge checks:
+who judged (judge_fingerprint; judge_changed, when the paired comparison is not comparable and has no
+p-value) and how many questions the question gate sent back for quoting their source
+(questions_regenerated) or replaced by their template (template_questions). Aggregates only; changes
+nothing."""
 
 
 class BenchmarkResult(BaseModel):
@@ -88,7 +91,9 @@ class RunDiagnostics(BaseModel):
     paired_count: int = Field(description="questions judged in both runs")
     improved_count: int = Field(description="exclusive now, not in the previous run")
     regressed_count: int = Field(description="exclusive in the previous run, not now")
-    paired_p_value: float | None = Field(None, description="two-sided exact sign test; null with no change")
+    paired_p_value: float | None = Field(
+        None, description="two-sided exact sign test; null with no change, or when the judge changed"
+    )
     input_tokens: int
     output_tokens: int
     cost_usd: float | None = Field(None, description="the run's model calls, litellm's price map; null if unpriced")
@@ -96,6 +101,16 @@ class RunDiagnostics(BaseModel):
     closed_book_checked: int = Field(description="questions also put to the model with no memory (spot-check)")
     closed_book_correct: int = Field(description="of those, answered correctly with no memory")
     closed_book_agreement_count: int = Field(description="of those, where the judge's without_memory agreed")
+    questions_regenerated: int = Field(
+        0, description="questions the gate refused for quoting their source, rewritten by the model on its one retry"
+    )
+    template_questions: int = Field(0, description="questions that failed the gate twice and took their template")
+    judge_fingerprint: str | None = Field(
+        None, description="judge model#prompt@hash ('deterministic:retrieval-check' in deterministic mode)"
+    )
+    judge_changed: bool | None = Field(
+        None, description="true when the previous run's judge differs: the paired comparison then has no p-value"
+    )
     breakdown: list[BreakdownRow] = Field(default_factory=list, description="by kind and by layer (scope)")
     summary: str = Field(description="the figures in plain sentences")
 

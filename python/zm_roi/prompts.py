@@ -3,24 +3,40 @@ model answers. A reply that does not validate is a failed attempt, retried by th
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import jinja2
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
 
+PROMPTS = Path(__file__).parent / "prompts"
+
 _templates = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(Path(__file__).parent / "prompts"),
+    loader=jinja2.FileSystemLoader(PROMPTS),
     undefined=jinja2.StrictUndefined,
     autoescape=False,  # noqa: S701 - prompts are plain text for a model, not HTML
     keep_trailing_newline=True,
 )
 
-# A question that repeats this many consecutive words of its source quotes it: recall would find the
-# memory by its own words, and the benchmark would flatter itself.
-QUOTE_WORDS = 8
+# The question gate (issue 20, item 1). A question that repeats its source's words lets recall find the
+# memory by those words, and the benchmark would flatter itself: so a question may not repeat a run of
+# TITLE_RUN title words or BODY_RUN body words, nor TITLE_SHARE or more of the title's content words.
+TITLE_RUN = 4
+BODY_RUN = 8
+TITLE_SHARE = 0.6
+# Words too common to say a question copied its title ("the", "for", …): left out of TITLE_SHARE.
+STOPWORDS = frozenset(
+    {"a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "does", "for", "from", "has", "have", "how",
+     "in", "into", "is", "it", "its", "of", "on", "or", "our", "so", "that", "the", "their", "them", "then",
+     "there", "these", "this", "to", "us", "was", "we", "were", "what", "when", "where", "which", "who", "why",
+     "will", "with", "you", "your"}
+)  # fmt: skip
+# A model reply is a short JSON object; scanning a longer one for objects could take quadratic time.
+MAX_REPLY_CHARS = 20_000
 
 
 class OutputError(ValueError):
@@ -46,14 +62,16 @@ class GeneratedQuestion(BaseModel):
 
 
 class Judgment(BaseModel):
-    """The judge's reply. Booleans must be JSON booleans: "yes" or 1 is a malformed answer, not a vote."""
+    """The judge's reply, failing closed: every field the prompt asks for is required, booleans must be
+    JSON booleans ("yes" or 1 is a malformed answer, not a vote), and a key the prompt did not ask for
+    is refused (it could carry a second verdict)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
     with_memory: StrictBool
     without_memory: StrictBool
-    confidence: float = Field(ge=0, le=1)
-    reason: str = ""
+    confidence: Annotated[float, Field(strict=True, ge=0, le=1)]
+    reason: str = Field(strict=True)
 
 
 class BareAnswer(BaseModel):
@@ -65,16 +83,18 @@ class BareAnswer(BaseModel):
 
 
 class Grade(BaseModel):
-    """The grading reply: does the bare answer match the ground truth."""
+    """The grading reply: does the bare answer match the ground truth. Fails closed like Judgment."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
     correct: StrictBool
-    reason: str = ""
+    reason: str = Field(strict=True)
 
 
-def generation_prompt(kind: str, title: str, body: str) -> str:
-    return _templates.get_template("generate_question.j2").render(kind=kind, title=title, body=body)
+def generation_prompt(kind: str, title: str, body: str, refused: str | None = None) -> str:
+    """The question-writing prompt; `refused` is why the gate turned the model's first question down,
+    for the one retry it gets."""
+    return _templates.get_template("generate_question.j2").render(kind=kind, title=title, body=body, refused=refused)
 
 
 def judge_prompt(question: str, kind: str, title: str, body: str, surfaced: list[dict[str, Any]]) -> str:
@@ -94,20 +114,64 @@ def closed_book_grade_prompt(question: str, kind: str, title: str, body: str, an
     )
 
 
-def _json_object(text: str) -> Any:
-    """The JSON object in a reply, tolerating a Markdown fence around it."""
-    stripped = text.strip()
-    fenced = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", stripped, flags=re.DOTALL)
-    if fenced:
-        stripped = fenced.group(1)
-    try:
-        return json.loads(stripped)
-    except json.JSONDecodeError as exc:
-        raise OutputError(f"the reply is not valid JSON ({exc.msg} at character {exc.pos})") from None
+@cache
+def fingerprint(model: str, template: str) -> str:
+    """Which model read which prompt: `MODEL#TEMPLATE@` and the first 12 hex digits of the template
+    file's SHA-256. Two runs whose judge fingerprints differ were judged differently, so their scores
+    are not comparable question by question."""
+    digest = hashlib.sha256((PROMPTS / template).read_bytes()).hexdigest()[:12]
+    return f"{model}#{template}@{digest}"
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    if len(keys) != len(set(keys)):
+        # json.loads would keep the last of two "with_memory" keys: a second answer, silently chosen.
+        raise OutputError("the reply names a field twice")
+    return dict(pairs)
+
+
+_decoder = json.JSONDecoder(object_pairs_hook=_unique_keys)
+
+
+def _json_object(text: str, fields: list[str]) -> Any:
+    """The one JSON object in a reply, failing closed. Prose around it ("Sure, here is my verdict: {…}
+    Hope this helps.", a Markdown fence) is tolerated; a second object, or prose that itself gives one of
+    the `fields` a value ("without_memory: true") or names a field with an underscore, could be a second
+    answer, and is refused rather than guessed between."""
+    if len(text) > MAX_REPLY_CHARS:
+        raise OutputError(f"the reply is longer than {MAX_REPLY_CHARS:,} characters")
+    found: list[Any] = []
+    prose: list[str] = []
+    position = 0
+    start = text.find("{")
+    while start != -1:
+        try:
+            value, end = _decoder.raw_decode(text, start)
+        except (json.JSONDecodeError, RecursionError):
+            start = text.find("{", start + 1)
+            continue
+        found.append(value)
+        prose.append(text[position:start])
+        position = end
+        start = text.find("{", end)
+    prose.append(text[position:])
+    if not found:
+        raise OutputError("the reply is not valid JSON: it holds no JSON object")
+    if len(found) > 1:
+        raise OutputError(f"the reply holds {len(found)} JSON objects: refusing to pick one")
+    around = " ".join(prose)
+    for field in fields:
+        named = rf"\b{re.escape(field)}\b"
+        if ("_" in field and re.search(named, around, re.IGNORECASE)) or re.search(
+            named + r"[\"']?\s*[:=]\s*(?:true|false|yes|no|null|-?\d|[\"'])", around, re.IGNORECASE
+        ):
+            raise OutputError(f"the text around the JSON object mentions {field}: it could be a second answer")
+    return found[0]
 
 
 def _validated(model: type[BaseModel], text: str) -> Any:
-    payload = _json_object(text)
+    payload = _json_object(text, list(model.model_fields))
     try:
         return model.model_validate(payload)
     except ValidationError as exc:
@@ -117,22 +181,46 @@ def _validated(model: type[BaseModel], text: str) -> Any:
 
 
 def _words(text: str) -> list[str]:
-    return re.findall(r"\w+", text.lower())
+    """Lower-cased words, punctuation dropped (a hyphen or an apostrophe splits words)."""
+    return re.sub(r"[^\w\s]|_", " ", text.lower()).split()
 
 
-def quotes(question: str, source: str, span: int = QUOTE_WORDS) -> bool:
-    """Whether the question repeats `span` consecutive words of the source."""
-    words = _words(source)
-    shingles = {tuple(words[i : i + span]) for i in range(len(words) - span + 1)}
-    asked = _words(question)
+def _repeats_run(asked: list[str], source: list[str], span: int) -> bool:
+    shingles = {tuple(source[i : i + span]) for i in range(len(source) - span + 1)}
     return any(tuple(asked[i : i + span]) in shingles for i in range(len(asked) - span + 1))
 
 
+def gate_refusal(question: str, title: str, body: str) -> str | None:
+    """Why the question may not join the pool, or None when it passes the gate: one question of at most
+    300 characters that does not quote its source (see TITLE_RUN, BODY_RUN, TITLE_SHARE). The reason is
+    given back to the model for its one retry, so it names the rule, never the words."""
+    if len(question) > 300:
+        return "it is longer than 300 characters"
+    if question.count("?") != 1 or not question.endswith("?") or "\n" in question:
+        return "it is not exactly one question (one line, one question mark, at the end)"
+    asked = _words(question)
+    if _repeats_run(asked, _words(title), TITLE_RUN):
+        return f"it repeats {TITLE_RUN} or more consecutive words of the title"
+    if _repeats_run(asked, _words(body), BODY_RUN):
+        return f"it repeats {BODY_RUN} or more consecutive words of the body"
+    content = {word for word in _words(title) if word not in STOPWORDS}
+    if content and len(content & set(asked)) / len(content) >= TITLE_SHARE:
+        return f"it uses {round(TITLE_SHARE * 100)}% or more of the title's content words"
+    return None
+
+
+def parse_question_shape(text: str) -> str:
+    """The question in a generation reply, checked for its shape only (the gate is gate_refusal), or
+    OutputError."""
+    return _validated(GeneratedQuestion, text).question
+
+
 def parse_question(text: str, title: str, body: str) -> str:
-    """The question in a generation reply, or OutputError."""
-    question = _validated(GeneratedQuestion, text).question
-    if quotes(question, f"{title}\n{body}"):
-        raise OutputError(f"the question quotes its source ({QUOTE_WORDS} or more words in a row)")
+    """The question in a generation reply that also passes the gate, or OutputError saying why not."""
+    question = parse_question_shape(text)
+    refusal = gate_refusal(question, title, body)
+    if refusal is not None:
+        raise OutputError(f"the question does not pass the gate: {refusal}")
     return question
 
 

@@ -192,17 +192,18 @@ select roi.record_usage(%(owner_id)s, %(purpose)s, %(model)s, %(run_id)s, %(prob
                         %(input_tokens)s, %(output_tokens)s, %(byok)s, %(cost_usd)s::numeric);
 
 -- name: record_question
-select roi.record_question(%(probe_id)s, %(question)s);
+select roi.record_question(%(probe_id)s, %(question)s, %(origin)s, %(generator)s);
 
 -- name: record_question_embedded
-select roi.record_question(%(probe_id)s, %(question)s, %(embedding)s::extensions.vector, %(embedding_model)s);
+select roi.record_question(%(probe_id)s, %(question)s, %(embedding)s::extensions.vector, %(embedding_model)s,
+                           %(origin)s, %(generator)s);
 
 -- name: release_generation
 select roi.release_generation(%(probe_id)s, %(attempt)s, %(failure)s);
 
 -- name: record_verdict
 select roi.record_verdict(%(run_id)s, %(probe_id)s, %(with_memory)s, %(without_memory)s,
-                          %(confidence)s::real, %(reason)s);
+                          %(confidence)s::real, %(reason)s, %(judge_fingerprint)s);
 
 -- name: release_judgment
 select roi.release_judgment(%(run_id)s, %(probe_id)s, %(attempt)s, %(failure)s);

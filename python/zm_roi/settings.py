@@ -13,6 +13,7 @@ EXTRACTORS = ("llm", "deterministic")
 DEFAULT_PORT = 54322
 # ZM_WORKER_CONCURRENCY when unset: model calls one worker process keeps in flight.
 DEFAULT_WORKER_CONCURRENCY = 8
+DEFAULT_OPERATOR_EMAIL = "operator@zm-roi.invalid"
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,9 @@ class Settings:
     model_timeout_seconds: float = 90.0
     # Encrypts owners' own provider keys at rest; never printed.
     key_encryption_key: str | None = field(default=None, repr=False)
+    # The auth user `zm-roi judge-check` meters its calls to (created on first use): the operator's own
+    # account, never an owner whose corpus is measured. `.invalid` is reserved (RFC 2606): no real inbox.
+    operator_email: str = DEFAULT_OPERATOR_EMAIL
 
 
 def _positive_number(env: dict[str, str], name: str, default: float) -> float:
@@ -90,4 +94,5 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         worker_concurrency=_positive_integer(env, "ZM_WORKER_CONCURRENCY", DEFAULT_WORKER_CONCURRENCY, most=64),
         model_timeout_seconds=_positive_number(env, "ZM_MODEL_TIMEOUT_SECONDS", 90.0),
         key_encryption_key=env.get("ZM_KEY_ENCRYPTION_KEY") or None,
+        operator_email=env.get("ZM_OPERATOR_EMAIL", "").strip().lower() or DEFAULT_OPERATOR_EMAIL,
     )

@@ -194,42 +194,61 @@ class Worker:
 
     def _generate(self, conn: psycopg.Connection, job: dict) -> bool:
         model = self.config.generation_model
-        prompt = prompts.generation_prompt(job["source_kind"], job["source_title"], job["source_body"])
+        kind, title, body = job["source_kind"], job["source_title"], job["source_body"]
         release = {"probe_id": job["probe_id"], "attempt": job["attempt"]}
-        outcome = self._ask(
-            conn,
-            job,
-            model,
-            prompt,
-            lambda text: prompts.parse_question(text, job["source_title"], job["source_body"]),
-            release_query="release_generation",
-            release_args=release,
-        )
+        ask = {"release_query": "release_generation", "release_args": release}
+        first = prompts.generation_prompt(kind, title, body)
+        outcome = self._ask(conn, job, model, first, prompts.parse_question_shape, **ask)
+        # The question gate: a question that fails it goes back to the model once with the reason (a
+        # metered call, counted as 'retry'); failing again, the probe takes its template question. A
+        # retry that got no reply at all (provider, network) fails the attempt, for the queue to retry.
+        origin, question, retry = "model", outcome.value, None
+        refusal = None if outcome.failure else prompts.gate_refusal(question, title, body)
+        if refusal is not None:
+            retry = self._ask(
+                conn,
+                job,
+                model,
+                prompts.generation_prompt(kind, title, body, refused=refusal),
+                lambda text: prompts.parse_question(text, title, body),
+                **ask,
+            )
+            origin, question = ("retry", retry.value) if retry.failure is None else ("template", None)
+        failure = outcome.failure or (retry.failure if retry is not None and retry.reply is None else None)
         with conn.transaction():
             self._meter(conn, "probe_generation", model, job, outcome)
-            if outcome.failure is None:
-                done = self._record_question(conn, job, outcome.value)
-                result = "question recorded" if done else "question dropped: the probe is no longer pending"
+            if retry is not None:
+                self._meter(conn, "probe_generation", model, job, retry)
+            if failure is None:
+                done = self._record_question(conn, job, question, origin)
+                result = f"question recorded ({origin})" if done else "question dropped: the probe is no longer pending"
             else:
-                state = _scalar(conn, "release_generation", {**release, "failure": outcome.failure})
-                result = f"{_FAILED[state]}: {outcome.failure}"
+                state = _scalar(conn, "release_generation", {**release, "failure": failure})
+                result = f"{_FAILED[state]}: {failure}"
         log.info(
-            "generation probe=%s owner=%s attempt=%s: %s%s",
+            "generation probe=%s owner=%s attempt=%s: %s%s%s",
             job["probe_id"],
             job["owner_id"],
             job["attempt"],
             result,
             _usage_note(outcome),
+            _usage_note(retry) if retry else "",
         )
-        return outcome.failure is None
+        return failure is None
 
-    def _record_question(self, conn: psycopg.Connection, job: dict, question: str) -> bool:
+    def _record_question(self, conn: psycopg.Connection, job: dict, question: str | None, origin: str) -> bool:
         """Record the question with its embedding (one more metered call), so the probe joins the pool
         ready for both legs of the recall; without one if embeddings are off or the call failed (the
-        lexical leg still serves it, and `zm-roi embed` fills it in later)."""
-        args = {"probe_id": job["probe_id"], "question": question}
+        lexical leg still serves it, and `zm-roi embed` fills it in later), or for a template question
+        (None here: SQL writes it)."""
+        args = {
+            "probe_id": job["probe_id"],
+            "question": question,
+            "origin": origin,
+            "generator": prompts.fingerprint(self.config.generation_model, "generate_question.j2"),
+        }
         model = self.config.embedding_model
-        if model is None:
+        if model is None or question is None:
             return _scalar(conn, "record_question", args)
         try:
             embedded = embeddings.embed([question], as_query=True, model=model)
@@ -279,6 +298,7 @@ class Worker:
                         "without_memory": verdict.without_memory,
                         "confidence": verdict.confidence,
                         "reason": verdict.reason,
+                        "judge_fingerprint": prompts.fingerprint(model, "judge.j2"),
                     },
                 )
                 result = (

@@ -76,6 +76,11 @@ create table roi.probes (
   -- with the question it writes, or by the backfill (`zm-roi embed`) for templated questions.
   question_embedding extensions.vector(384),
   question_embedding_model text,
+  -- Where the question came from (LLM mode: 'model'; 'retry' when the question gate refused the first
+  -- and the model's second passed; 'template' when both failed), and which generator wrote it (model
+  -- and prompt hash, prompts.fingerprint). Null for questions written in deterministic mode.
+  question_origin text check (question_origin in ('model', 'retry', 'template')),
+  generator_fingerprint text,
   unique (owner_id, memory_id),
   check (state <> 'active' or question is not null),
   check (state <> 'pending' or question is null),
@@ -177,6 +182,8 @@ create table roi.recall_outcomes (
   source_kind text not null,
   source_scope text not null,
   source_rank integer check (source_rank >= 1),
+  -- The probe's question_origin when the run recalled it (text-free: the runs view counts it).
+  question_origin text,
   primary key (run_id, probe_id)
 );
 
@@ -204,6 +211,17 @@ create table roi.closed_book_results (
   primary key (run_id, probe_id)
 );
 
+-- The judges of a run: model and judge-prompt hash (prompts.fingerprint), one row per distinct
+-- fingerprint, written with each LLM verdict (roi.record_verdict). No memory text, so the owner reads
+-- it, as they read verdicts. Append-only.
+create table roi.run_judges (
+  run_id uuid not null references roi.runs (id) on delete cascade,
+  owner_id uuid not null references auth.users (id) on delete cascade,
+  judge_fingerprint text not null check (length(judge_fingerprint) between 1 and 300),
+  recorded_at timestamptz not null default now(),
+  primary key (run_id, judge_fingerprint)
+);
+
 -- ============================================================================================
 -- Indexes
 -- ============================================================================================
@@ -227,6 +245,7 @@ create index closed_book_queue_probe_idx on roi.closed_book_queue (probe_id);
 create index closed_book_queue_owner_idx on roi.closed_book_queue (owner_id);
 create index closed_book_results_owner_idx on roi.closed_book_results (owner_id);
 create index closed_book_results_probe_idx on roi.closed_book_results (probe_id);
+create index run_judges_owner_idx on roi.run_judges (owner_id);
 
 -- ============================================================================================
 -- Functions
@@ -793,9 +812,10 @@ declare
   checks integer := (select s.closed_book_checks from roi.settings s);
   queued integer;
 begin
-  insert into roi.recall_outcomes (run_id, probe_id, owner_id, source_kind, source_scope, source_rank)
+  insert into roi.recall_outcomes (run_id, probe_id, owner_id, source_kind, source_scope, source_rank,
+                                   question_origin)
   select n.run_id, n.probe_id, n.owner_id, p.source_kind, p.source_scope,
-         array_position(n.surfaced_ids, p.memory_id)
+         array_position(n.surfaced_ids, p.memory_id), p.question_origin
   from recorded n join roi.probes p on p.id = n.probe_id
   on conflict (run_id, probe_id) do nothing;
 
@@ -892,6 +912,17 @@ begin
 end
 $$;
 
+-- A run's judge fingerprint: who decided its verdicts. Deterministic runs are judged by the strict
+-- retrieval check; an LLM run by the distinct fingerprints its verdicts were recorded with (two, joined
+-- by ' + ', when the worker's judge changed mid-run); null while no verdict is in.
+create function roi.run_judge_fingerprint(target_run uuid, run_mode text) returns text
+  language sql stable security invoker set search_path = ''
+as $$
+  select case when run_mode = 'deterministic' then 'deterministic:retrieval-check'
+              else (select string_agg(j.judge_fingerprint, ' + ' order by j.judge_fingerprint)
+                    from roi.run_judges j where j.run_id = target_run) end
+$$;
+
 -- The benchmark, called by the MCP tool through the Data API as the signed-in user. SECURITY
 -- INVOKER: every recall runs as the caller with RLS applied. One run per owner at a time: a
 -- transaction-scoped advisory lock serialises concurrent calls, and an open run is the durable
@@ -967,9 +998,12 @@ $$;
 -- Aggregates only. Per run: the headline (exclusive rate with its Wilson interval); the retrieval
 -- figures that tell a search miss from a knowledge gap (source surfaced, MRR, median rank, and how
 -- often the judge's with_memory agrees with the source surfacing); the paired comparison with the
--- owner's previous closed run (improved, regressed, exact sign test); what it cost (tokens, dollars
--- by litellm's price map, calls on the owner's own key); the closed-book spot-check; and what it
--- measured (recall function, embedding model of its questions).
+-- owner's previous closed run (improved, regressed, exact sign test; no p-value when the judge
+-- changed, since the two runs' verdicts were not made the same way); what it cost (tokens, dollars
+-- by litellm's price map, calls on the owner's own key); the closed-book spot-check; what it
+-- measured (recall function, embedding model of its questions); and the judge checks: questions
+-- the gate sent back to the model or to their template, and who judged (judge_fingerprint, and
+-- judge_changed against the previous run; null while either run has no judged verdict).
 create view public.roi_benchmark_runs with (security_invoker = true) as
 select r.id as run_id,
        r.started_at,
@@ -992,7 +1026,8 @@ select r.id as run_id,
        coalesce(pair.paired, 0)::integer as paired_count,
        coalesce(pair.improved, 0)::integer as improved_count,
        coalesce(pair.regressed, 0)::integer as regressed_count,
-       roi.sign_test_p(pair.improved, pair.regressed) as paired_p_value,
+       case when judge.changed is not true then roi.sign_test_p(pair.improved, pair.regressed) end
+         as paired_p_value,
        coalesce(u.input_tokens, 0)::bigint as input_tokens,
        coalesce(u.output_tokens, 0)::bigint as output_tokens,
        u.cost_usd,
@@ -1002,7 +1037,11 @@ select r.id as run_id,
        coalesce(cb.correct, 0)::integer as closed_book_correct,
        coalesce(cb.agreement, 0)::integer as closed_book_agreement_count,
        r.recall_function,
-       r.embedding_model
+       r.embedding_model,
+       coalesce(v.regenerated, 0)::integer as questions_regenerated,
+       coalesce(v.templated, 0)::integer as template_questions,
+       judge.fingerprint as judge_fingerprint,
+       judge.changed as judge_changed
 from roi.runs r
 left join roi.run_closures c on c.run_id = r.id
 left join lateral (
@@ -1015,17 +1054,25 @@ left join lateral (
          round(avg(coalesce(1.0 / o.source_rank, 0)) filter (where not x.skipped), 4) as mrr,
          count(*) filter (where x.with_memory = (o.source_rank is not null)) as agreement,
          percentile_disc(0.5) within group (order by o.source_rank)
-           filter (where not x.skipped and o.source_rank is not null) as median_rank
+           filter (where not x.skipped and o.source_rank is not null) as median_rank,
+         count(*) filter (where o.question_origin = 'retry') as regenerated,
+         count(*) filter (where o.question_origin = 'template') as templated
   from roi.verdicts x
   left join roi.recall_outcomes o on o.run_id = x.run_id and o.probe_id = x.probe_id
   where x.run_id = r.id
 ) v on true
 left join lateral (
-  select p.id as run_id from roi.runs p join roi.run_closures pc on pc.run_id = p.id
+  select p.id as run_id, p.mode from roi.runs p join roi.run_closures pc on pc.run_id = p.id
   where p.owner_id = r.owner_id and p.started_at < r.started_at
   order by p.started_at desc
   limit 1
 ) prev on true
+left join lateral (
+  select f.fingerprint,
+         case when prev.run_id is null then false else f.fingerprint <> pf.fingerprint end as changed
+  from (select roi.run_judge_fingerprint(r.id, r.mode) as fingerprint) f
+  cross join lateral (select roi.run_judge_fingerprint(prev.run_id, prev.mode) as fingerprint) pf
+) judge on true
 left join lateral (
   select count(*) as paired,
          count(*) filter (where (a.with_memory and not a.without_memory)
@@ -1149,6 +1196,8 @@ create trigger recall_outcomes_are_append_only before update or delete on roi.re
   for each row execute function roi.forbid_result_change();
 create trigger closed_book_results_are_append_only before update or delete on roi.closed_book_results
   for each row execute function roi.forbid_result_change();
+create trigger run_judges_are_append_only before update or delete on roi.run_judges
+  for each row execute function roi.forbid_result_change();
 
 create trigger runs_refuse_truncate before truncate on roi.runs
   for each statement execute function roi.forbid_result_truncate();
@@ -1163,6 +1212,8 @@ create trigger rotations_refuse_truncate before truncate on roi.rotations
 create trigger recall_outcomes_refuse_truncate before truncate on roi.recall_outcomes
   for each statement execute function roi.forbid_result_truncate();
 create trigger closed_book_results_refuse_truncate before truncate on roi.closed_book_results
+  for each statement execute function roi.forbid_result_truncate();
+create trigger run_judges_refuse_truncate before truncate on roi.run_judges
   for each statement execute function roi.forbid_result_truncate();
 
 create trigger recalls_note_outcomes after insert on roi.recalls
@@ -1184,6 +1235,7 @@ alter table roi.pending_runs enable row level security;
 alter table roi.recall_outcomes enable row level security;
 alter table roi.closed_book_queue enable row level security;
 alter table roi.closed_book_results enable row level security;
+alter table roi.run_judges enable row level security;
 
 create policy "The benchmark reads its settings" on roi.settings
   for select to authenticated using (true);
@@ -1246,6 +1298,9 @@ create policy "Owners queue spot-checks only inside the benchmark" on roi.closed
 create policy "Owners read their spot-check results" on roi.closed_book_results
   for select to authenticated using (owner_id = (select auth.uid()));
 
+create policy "Owners read the judges of their runs" on roi.run_judges
+  for select to authenticated using (owner_id = (select auth.uid()));
+
 -- ============================================================================================
 -- Grants
 -- ============================================================================================
@@ -1256,7 +1311,7 @@ grant select, insert on roi.runs, roi.recalls, roi.verdicts, roi.run_closures, r
 grant select, insert, delete on roi.judgments to authenticated;
 grant select, insert, update, delete on roi.pending_runs to authenticated;
 grant select, insert on roi.recall_outcomes, roi.closed_book_queue to authenticated;
-grant select on roi.closed_book_results to authenticated;
+grant select on roi.closed_book_results, roi.run_judges to authenticated;
 
 -- Per-schema default privileges cannot take back the global default (EXECUTE for PUBLIC), so
 -- every roi function is revoked from PUBLIC outright; the grants below say who may call what.
@@ -1273,7 +1328,8 @@ grant execute on function roi.inside_benchmark(), roi.open_gate(), roi.close_gat
   roi.close_run_left_without_judge(uuid),
   roi.configured_recall(text, uuid, uuid, integer, boolean, extensions.vector), roi.start_run(text),
   roi.open_run(), roi.owner_lock_key(uuid), roi.wait_for_owner_lock(bigint),
-  roi.wilson_bound(bigint, bigint, boolean), roi.sign_test_p(bigint, bigint)
+  roi.wilson_bound(bigint, bigint, boolean), roi.sign_test_p(bigint, bigint),
+  roi.run_judge_fingerprint(uuid, text)
   to authenticated;
 
 revoke execute on function public.benchmark_memory() from public, anon;

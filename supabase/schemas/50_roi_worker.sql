@@ -140,27 +140,40 @@ begin
 end
 $$;
 
--- The question the model wrote for a claimed probe: the probe joins the pool. False when the probe is
--- no longer pending (another worker got there first, or upkeep retired it): the question is dropped.
-create function roi.record_question(target_probe uuid, new_question text) returns boolean
+-- The question the worker wrote for a claimed probe: the probe joins the pool, marked with where its
+-- question came from ('model'; 'retry' when the gate refused the first and the model's second passed;
+-- 'template' when both failed: new_question is then ignored and the probe takes its template
+-- question) and which generator wrote it. False when the probe is no longer pending (another worker
+-- got there first, or upkeep retired it): the question is dropped.
+create function roi.record_question(target_probe uuid, new_question text, new_origin text default 'model',
+  new_generator text default null) returns boolean
   language plpgsql volatile security invoker set search_path = ''
 as $$
+declare
+  written text := new_question;
 begin
-  if length(btrim(coalesce(new_question, ''))) not between 10 and 300 then
+  if new_origin = 'template' then
+    select roi.template_question(p.source_kind, p.source_title, p.source_body) into written
+    from roi.probes p where p.id = target_probe and p.state = 'pending';
+    if not found then
+      return false;
+    end if;
+  end if;
+  if length(btrim(coalesce(written, ''))) not between 10 and 300 then
     raise exception 'roi.record_question: a question has 10 to 300 characters' using errcode = '22023';
   end if;
   update roi.probes p
-  set question = btrim(new_question), state = 'active', activated_at = now(),
-      lease_until = null, last_error = null
+  set question = btrim(written), state = 'active', activated_at = now(),
+      lease_until = null, last_error = null, question_origin = new_origin, generator_fingerprint = new_generator
   where p.id = target_probe and p.state = 'pending';
   return found;
 end
 $$;
 
 -- The question the model wrote, with its embedding (the worker embeds what it writes, so the
--- question joins the pool ready for both legs of recall). Same rules as the two-argument form.
+-- question joins the pool ready for both legs of recall). Same rules as the form above.
 create function roi.record_question(target_probe uuid, new_question text, new_embedding extensions.vector,
-  new_embedding_model text) returns boolean
+  new_embedding_model text, new_origin text default 'model', new_generator text default null) returns boolean
   language plpgsql volatile security invoker set search_path = ''
 as $$
 begin
@@ -168,7 +181,7 @@ begin
   update roi.probes p
   set question_embedding = new_embedding, question_embedding_model = new_embedding_model
   where p.id = target_probe and p.state = 'pending';
-  return roi.record_question(target_probe, new_question);
+  return roi.record_question(target_probe, new_question, new_origin, new_generator);
 end
 $$;
 
@@ -278,25 +291,32 @@ begin
 end
 $$;
 
--- The judge's verdict on a queued judgment, with its reason for the gated notes. False when the
--- judgment is no longer queued (another worker recorded it, or the run timed out): never a second verdict.
+-- The judge's verdict on a queued judgment, with its reason for the gated notes and the judge's
+-- fingerprint (model and prompt hash) for the run. False when the judgment is no longer queued
+-- (another worker recorded it, or the run timed out): never a second verdict.
 create function roi.record_verdict(target_run uuid, target_probe uuid, judged_with_memory boolean,
-  judged_without_memory boolean, judged_confidence real, judged_reason text) returns boolean
+  judged_without_memory boolean, judged_confidence real, judged_reason text, judge_fingerprint text default null)
+  returns boolean
   language plpgsql volatile security invoker set search_path = ''
 as $$
 declare
-  job_id bigint;
+  job record;
 begin
   if judged_with_memory is null or judged_without_memory is null then
     raise exception 'roi.record_verdict: a verdict says yes or no to both questions' using errcode = '22023';
   end if;
-  select j.id into job_id from roi.judgments j
+  select j.id, j.owner_id into job from roi.judgments j
   where j.run_id = target_run and j.probe_id = target_probe
   for update;
   if not found then
     return false;
   end if;
-  return roi.settle_judgment(job_id, judged_with_memory, judged_without_memory, judged_confidence, judged_reason);
+  if judge_fingerprint is not null then
+    insert into roi.run_judges (run_id, owner_id, judge_fingerprint)
+    values (target_run, job.owner_id, left(judge_fingerprint, 300))
+    on conflict do nothing;
+  end if;
+  return roi.settle_judgment(job.id, judged_with_memory, judged_without_memory, judged_confidence, judged_reason);
 end
 $$;
 
@@ -547,6 +567,13 @@ create policy "The worker writes notes for queued judgments only" on roi.verdict
   with check (exists (select from roi.judgments j
                       where j.run_id = verdict_notes.run_id and j.probe_id = verdict_notes.probe_id));
 
+create policy "The worker reads the judges of open runs" on roi.run_judges
+  for select to roi_worker
+  using (exists (select from roi.pending_runs pr where pr.run_id = run_judges.run_id));
+create policy "The worker records the judge of queued judgments only" on roi.run_judges
+  for insert to roi_worker
+  with check (exists (select from roi.judgments j where j.run_id = run_judges.run_id));
+
 create policy "The worker reads run closures" on roi.run_closures
   for select to roi_worker using (true);
 create policy "The worker closes completed runs" on roi.run_closures
@@ -573,7 +600,9 @@ grant usage on schema extensions to roi_worker;
 grant select on roi.settings, roi.probes, roi.judgments, roi.recalls, roi.runs, roi.verdicts,
   roi.verdict_notes, roi.run_closures, roi.pending_runs, roi.provider_keys to roi_worker;
 grant update (question, state, activated_at, retired_reason, retired_at, attempts, run_after, lease_until,
-  last_error, question_embedding, question_embedding_model) on roi.probes to roi_worker;
+  last_error, question_embedding, question_embedding_model, question_origin, generator_fingerprint)
+  on roi.probes to roi_worker;
+grant select, insert on roi.run_judges to roi_worker;
 grant update (attempts, run_after, lease_until, last_error), delete on roi.judgments to roi_worker;
 grant insert on roi.verdicts, roi.verdict_notes, roi.run_closures to roi_worker;
 grant update (closed) on roi.pending_runs to roi_worker;
@@ -582,25 +611,25 @@ grant update (attempts, run_after, lease_until, last_error) on roi.closed_book_q
 grant select, insert on roi.closed_book_results to roi_worker;
 grant insert on public.usage_events to roi_worker;
 
-revoke execute on function roi.claim_generation(), roi.record_question(uuid, text),
-  roi.record_question(uuid, text, extensions.vector, text),
+revoke execute on function roi.claim_generation(), roi.record_question(uuid, text, text, text),
+  roi.record_question(uuid, text, extensions.vector, text, text, text),
   roi.release_generation(uuid, integer, text), roi.claim_judgment(),
-  roi.record_verdict(uuid, uuid, boolean, boolean, real, text),
+  roi.record_verdict(uuid, uuid, boolean, boolean, real, text, text),
   roi.release_judgment(uuid, uuid, integer, text), roi.settle_judgment(bigint, boolean, boolean, real, text),
   roi.claim_closed_book(), roi.record_closed_book(uuid, uuid, boolean),
   roi.release_closed_book(uuid, uuid, integer, text),
   roi.record_usage(uuid, text, text, uuid, uuid, integer, integer, boolean, numeric),
   roi.store_provider_key(uuid, text, text, text), roi.owner_provider_key(uuid, text, text)
   from public, anon, authenticated;
-grant execute on function roi.claim_generation(), roi.record_question(uuid, text),
-  roi.record_question(uuid, text, extensions.vector, text),
+grant execute on function roi.claim_generation(), roi.record_question(uuid, text, text, text),
+  roi.record_question(uuid, text, extensions.vector, text, text, text),
   roi.release_generation(uuid, integer, text), roi.claim_judgment(),
-  roi.record_verdict(uuid, uuid, boolean, boolean, real, text),
+  roi.record_verdict(uuid, uuid, boolean, boolean, real, text, text),
   roi.release_judgment(uuid, uuid, integer, text), roi.settle_judgment(bigint, boolean, boolean, real, text),
   roi.claim_closed_book(), roi.record_closed_book(uuid, uuid, boolean),
   roi.release_closed_book(uuid, uuid, integer, text),
   roi.record_usage(uuid, text, text, uuid, uuid, integer, integer, boolean, numeric),
-  roi.owner_provider_key(uuid, text, text), roi.close_run_if_done(uuid)
+  roi.owner_provider_key(uuid, text, text), roi.close_run_if_done(uuid), roi.template_question(text, text, text)
   to roi_worker;
 
 revoke all on roi.deployment_token_totals from public, anon, authenticated;

@@ -51,7 +51,7 @@ select is_empty(
     and has_function_privilege('roi_worker', p.oid, 'execute') and p.proname not in
     ('claim_generation', 'record_question', 'release_generation', 'claim_judgment', 'record_verdict',
      'release_judgment', 'settle_judgment', 'record_usage', 'owner_provider_key', 'close_run_if_done',
-     'claim_closed_book', 'record_closed_book', 'release_closed_book')$$,
+     'claim_closed_book', 'record_closed_book', 'release_closed_book', 'template_question')$$,
   'roi_worker executes its own verbs (and what they call) and nothing else in roi');
 
 -- Who sees what: 1 issue first (the superuser sees every probe), then the worker's view.
