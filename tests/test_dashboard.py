@@ -21,7 +21,7 @@ import pytest
 
 from tests.browser import ARTIFACTS, Dom, chromium, open_page
 from tests.conftest import ROOT
-from tests.support import activate_pending_probes, add_memories, benchmark_user, extractor, knowledge
+from tests.support import activate_pending_probes, add_memories, benchmark_user, extractor, knowledge, pool_target
 from zm_roi import dashboard, demo, diagnostics, mcp_server, tokens
 from zm_roi.importer import MemoryLine
 from zm_roi.transport import LocalTransport
@@ -55,12 +55,21 @@ def run_rows(dom: Dom) -> list[dict]:
 
 
 def test_before_the_first_run_the_tile_invites_instead_of_showing_zero(cluster, email, tmp_path):
-    with benchmark_user(cluster, email, knowledge(3)) as me:
+    """Every word comes from the view: before, the page wrote its own invite and "about 20 questions"
+    whatever roi.settings.pool_target said (pool target 7 here)."""
+    with pool_target(cluster.url(), 7), benchmark_user(cluster, email, knowledge(3)) as me:
+        tile = local(cluster, me).tile()
         dom = open_page(tmp_path, "invite", render_to_file(local(cluster, me), tmp_path, "invite"))
     assert dom.find("section", id="tile")[0]["data-state"] == "invite"
     assert dom.text("tile-title") == "Only memory knows"
-    assert dom.text("invite") == "No benchmark yet"
-    assert "Ask your agent: run benchmark_memory" in dom.all_text()
+    assert dom.text("headline") == tile["headline"] == "No benchmark yet"
+    assert (
+        dom.text("hint")
+        == tile["hint"]
+        == ("Ask your agent to run benchmark_memory to see what only your memory knows.")
+    )
+    assert tile["explanation"].startswith("It asks about 7 questions drawn from your own decisions")
+    assert tile["explanation"] in dom.all_text()
     assert not dom.has("rate") and not dom.has("interval") and not dom.has("sparkline")
     assert not re.search(r"\d+\s*%", dom.all_text()), "never a misleading 0%"
     assert run_rows(dom) == []
@@ -76,7 +85,7 @@ def test_while_the_first_run_is_judged_the_tile_says_judging(cluster, email, tmp
         assert transport.benchmark_memory()["status"] == "started"
         dom = open_page(tmp_path, "judging", render_to_file(transport, tmp_path, "judging"))
     assert dom.find("section", id="tile")[0]["data-state"] == "judging"
-    assert dom.text("judging") == "Judging…"
+    assert dom.text("headline") == "Judging…"
     assert dom.text("hint") == "Judging 5 questions from your memory…"
     assert not dom.has("rate") and not dom.has("sparkline")
     assert not re.search(r"\d+\s*%", dom.all_text()), "no score before verdicts"
@@ -104,9 +113,9 @@ def test_one_run_shows_the_rate_large_with_its_interval_and_no_sparkline(cluster
     assert dom.text("rate") == percent(tile["exclusive_rate"])
     low, high = (round(float(tile[k]) * 100) for k in ("exclusive_rate_low", "exclusive_rate_high"))
     assert dom.text("interval") == f"95% interval {low}–{high}%"
-    assert dom.text("hint") == tile["hint"] == "6 of 6 questions a bare agent could not answer"
+    assert dom.text("hint") == tile["hint"] == f"{tile['exclusive_count']} of 6 questions only memory answered"
     assert not dom.has("sparkline"), "a trend needs two completed runs"
-    assert not dom.has("judging")
+    assert not dom.has("note") and not dom.has("headline")
     assert dom.text("caveat") == tile["caveat"] and "upper bound" in tile["caveat"], "deterministic: what it bounds"
     assert len(run_rows(dom)) == 1, "only the caller's own run"
     # What explains it: retrieval, the breakdown, no paired comparison yet, no cost, no spot-check.
@@ -154,7 +163,8 @@ def test_several_runs_draw_the_trend_and_a_newer_run_shows_judging_beside_the_sc
         several = open_page(tmp_path, "several-runs", url)
         tall_shots(tmp_path, "several-runs", url)
         with extractor(db, "llm"):
-            assert transport.benchmark_memory()["status"] == "started"
+            newer_run = transport.benchmark_memory()
+            assert newer_run["status"] == "started"
             newer = open_page(tmp_path, "judging-after-score", render_to_file(transport, tmp_path, "judging-newer"))
 
     assert len(tile["trend"]) == 3 and len(set(tile["trend"])) > 1
@@ -175,7 +185,7 @@ def test_several_runs_draw_the_trend_and_a_newer_run_shows_judging_beside_the_sc
 
     assert newer.find("section", id="tile")[0]["data-state"] == "judging"
     assert newer.text("rate") == percent(tile["exclusive_rate"]), "the last score stays while a newer run is judged"
-    assert newer.text("judging").startswith("judging… a newer run of")
+    assert newer.text("note") == f"A newer run of {newer_run['probes']} questions is being judged."
     assert newer.has("sparkline")
     assert len(run_rows(newer)) == 4
     assert newer.text("paired") == several.text("paired"), "the diagnostics explain the scored run, not the newer one"
@@ -190,7 +200,7 @@ def test_the_served_dashboard_renders_per_request_as_the_token_user(cluster, ema
         try:
             assert server.server_address[0] == "127.0.0.1"
             dom = open_page(tmp_path, "served", f"{base}/")
-            assert dom.text("invite") == "No benchmark yet"
+            assert dom.text("headline") == "No benchmark yet"
             with pytest.raises(urllib.error.HTTPError) as missing:
                 urllib.request.urlopen(f"{base}/elsewhere", timeout=10)  # noqa: S310 (a local test server)
             assert missing.value.code == 404
@@ -274,10 +284,10 @@ def test_a_run_whose_every_question_was_skipped_shows_no_score_rather_than_judgi
         dom = open_page(tmp_path, "no-score", render_to_file(transport, tmp_path, "no-score"))
     assert tile["state"] == "no_score"
     assert dom.find("section", id="tile")[0]["data-state"] == "no_score"
-    assert dom.text("unscored") == "No score yet"
+    assert dom.text("headline") == tile["headline"] == "No score yet"
     assert dom.text("hint") == tile["hint"], "the page says what the view says"
     assert "Judging" not in dom.all_text() and "run benchmark_memory again" in tile["hint"]
-    assert not dom.has("judging") and not dom.has("rate") and not dom.has("caveat")
+    assert not dom.has("note") and not dom.has("rate") and not dom.has("caveat")
     assert not dom.find("meta", **{"http-equiv": "refresh"}), "nothing is being judged: no refresh loop"
     assert not re.search(r"\d+\s*%", dom.all_text())
     assert "0 of 5 (5 skipped)" in dom.text("runs")
@@ -335,8 +345,10 @@ READY = {
     "exclusive_rate_high": 0.57,
     "exclusive_count": 7,
     "judged_count": 20,
-    "hint": "7 of 20 questions a bare agent could not answer",
+    "hint": "7 of 20 questions only memory answered",
     "trend": [0.3, 0.35],
+    "scored_run_id": "r2",
+    "explanation": "The share of questions from your own memory that memory answered and a bare agent could not.",
 }
 
 

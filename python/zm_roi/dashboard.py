@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import jinja2
 
 from zm_roi import diagnostics
+from zm_roi.diagnostics import percent
 from zm_roi.errors import UserError, database_errors
 from zm_roi.transport import Transport
 
@@ -32,10 +33,6 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-
-
-def pct(rate) -> int | None:
-    return None if rate is None else round(float(rate) * 100)
 
 
 def when(stamp: str | None, style: str = "%-d %b %Y, %H:%M UTC") -> str:
@@ -65,7 +62,7 @@ def sparkline(trend: list) -> dict | None:
         "area": area,
         "last": points[-1],
         "count": len(rates),
-        "label": "Exclusive rate of completed runs, oldest first: " + ", ".join(f"{pct(r)}%" for r in rates),
+        "label": "Exclusive rate of completed runs, oldest first: " + ", ".join(map(diagnostics.percent_text, rates)),
     }
 
 
@@ -86,22 +83,24 @@ def explained(run: dict | None, breakdown: list[dict]) -> dict | None:
 
 def view_model(tile: dict | None, runs: list[dict], breakdown: list[dict] | None = None) -> dict:
     """Everything the template shows, already formatted; no logic left for the template but layout."""
-    tile = tile or {"state": "invite", "hint": ""}
-    latest = runs[0] if runs else None
-    rate = pct(tile.get("exclusive_rate"))
-    scored = diagnostics.scored_run(runs) if rate is not None else None
+    if tile is None:
+        # The view has a row for every signed-in caller; none means the API hid it (not our words to invent).
+        raise UserError("the tile view returned no row for this token: is public.roi_benchmark_tile exposed?")
+    rate = percent(tile.get("exclusive_rate"))
     return {
         "state": tile["state"],
         "has_score": rate is not None,
         "rate": rate,
-        "low": pct(tile.get("exclusive_rate_low")),
-        "high": pct(tile.get("exclusive_rate_high")),
+        "low": percent(tile.get("exclusive_rate_low")),
+        "high": percent(tile.get("exclusive_rate_high")),
         "hint": tile.get("hint") or "",
+        "headline": tile.get("headline"),
+        "explanation": tile.get("explanation"),
+        "note": tile.get("note"),
         "caveat": tile.get("caveat"),
         "exclusive_count": tile.get("exclusive_count"),
         "judged_count": tile.get("judged_count"),
         "judging": tile["state"] == "judging",
-        "judging_probes": latest["probe_count"] if latest and latest["status"] == "judging" else None,
         "latest_run_at": when(tile.get("latest_run_at")),
         "sparkline": sparkline(tile.get("trend") or []),
         "runs": [
@@ -113,7 +112,7 @@ def view_model(tile: dict | None, runs: list[dict], breakdown: list[dict] | None
                 "judged": run["judged_count"],
                 "skipped": run["skipped_count"],
                 "exclusive": run["exclusive_count"],
-                "rate": pct(run.get("exclusive_rate")),
+                "rate": percent(run.get("exclusive_rate")),
                 # Which recall produced the run (function name; the embedding model in the tooltip).
                 "recall": (run.get("recall_function") or "").split("(")[0] or None,
                 "embedding_model": run.get("embedding_model") or "no embeddings: lexical only",
@@ -121,7 +120,7 @@ def view_model(tile: dict | None, runs: list[dict], breakdown: list[dict] | None
             for run in runs[:RECENT_RUNS]
         ],
         "more_runs": max(0, len(runs) - RECENT_RUNS),
-        "diagnostics": explained(scored, breakdown or []),
+        "diagnostics": explained(diagnostics.scored_run(tile, runs), breakdown or []),
         "rendered_at": datetime.now(UTC).strftime("%-d %b %Y, %H:%M UTC"),
     }
 

@@ -21,6 +21,7 @@ import psycopg
 
 from zm_roi import dashboard, embeddings, localdb, tokens
 from zm_roi.backfill import backfill
+from zm_roi.diagnostics import percent_text
 from zm_roi.errors import UserError
 from zm_roi.importer import MemoryLine, Target, insert_memories
 from zm_roi.queries import query
@@ -123,12 +124,11 @@ def describe_tile(tile: dict) -> list[str]:
     """The tile as public.roi_benchmark_tile words it: state, hint and (deterministic mode) its caveat."""
     if tile.get("exclusive_rate") is None:
         return [f"  state: {tile['state']}", f"  {tile['hint']}"]
-    rate = round(float(tile["exclusive_rate"]) * 100)
-    low, high = (round(float(tile[key]) * 100) for key in ("exclusive_rate_low", "exclusive_rate_high"))
-    trend = ", ".join(f"{round(float(r) * 100)}%" for r in tile["trend"])
+    rate, low, high = (percent_text(tile[f"exclusive_rate{end}"]) for end in ("", "_low", "_high"))
+    trend = ", ".join(percent_text(r) for r in tile["trend"])
     lines = [
         "  Only memory knows",
-        f"  exclusive rate: {rate}%  (95% interval {low}–{high}%)",
+        f"  exclusive rate: {rate}  (95% interval {low.rstrip('%')}–{high})",
         f"  {tile['hint']}",
         f"  trend of completed runs: {trend}",
     ]
