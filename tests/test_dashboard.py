@@ -163,6 +163,9 @@ def test_several_runs_draw_the_trend_and_a_newer_run_shows_judging_beside_the_sc
         several = open_page(tmp_path, "several-runs", url)
         tall_shots(tmp_path, "several-runs", url)
         with extractor(db, "llm"):
+            # LLM mode first writes real questions in place of the template ones (the worker's job, by hand).
+            assert transport.benchmark_memory()["status"] == "generating"
+            activate_pending_probes(db, me.id)
             newer_run = transport.benchmark_memory()
             assert newer_run["status"] == "started"
             newer = open_page(tmp_path, "judging-after-score", render_to_file(transport, tmp_path, "judging-newer"))

@@ -404,6 +404,31 @@ begin
 end
 $$;
 
+-- Fires when roi.settings switches deterministic → LLM: every owner's active probe whose question is
+-- its template question becomes pending again (question and embedding cleared), so the worker writes
+-- a real one; template questions quote the title, and an LLM-judged run carries no caveat. It runs
+-- as whoever writes the setting (`zm-roi configure`, the database owner), reads no memory, and wakes
+-- the worker.
+create function roi.hand_template_questions_to_writer() returns trigger
+  language plpgsql volatile security invoker set search_path = ''
+as $$
+declare
+  handed integer;
+begin
+  update roi.probes p
+  set state = 'pending', question = null, activated_at = null, question_embedding = null,
+      question_embedding_model = null, attempts = 0, run_after = now(), lease_until = null,
+      last_error = null
+  where p.state = 'active'
+    and p.question = roi.template_question(p.source_kind, p.source_title, p.source_body);
+  get diagnostics handed = row_count;
+  if handed > 0 then
+    perform pg_notify('roi_work', 'probe_generation');
+  end if;
+  return null;
+end
+$$;
+
 -- Retire up to `how_many` of the caller's longest-serving active probes after a completed run, and
 -- record the rotation once per run. The shared step of roi.rotate_pool() and roi.rotate_and_top_up().
 create function roi.retire_longest_serving(completed_run uuid, how_many integer) returns integer
@@ -1193,6 +1218,10 @@ create trigger closed_book_results_refuse_truncate before truncate on roi.closed
 create trigger recalls_note_outcomes after insert on roi.recalls
   referencing new table as recorded
   for each statement execute function roi.note_recall_outcomes();
+
+create trigger llm_mode_rewrites_template_questions after update of extractor on roi.settings
+  for each row when (old.extractor = 'deterministic' and new.extractor = 'llm')
+  execute function roi.hand_template_questions_to_writer();
 
 -- ============================================================================================
 -- Policies
