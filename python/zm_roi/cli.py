@@ -95,7 +95,7 @@ def cmd_db(args: argparse.Namespace, config: settings.Settings) -> None:
         if not args.yes and not confirm(f"delete every memory and result in {cluster.home}?"):
             raise UserError("reset cancelled (pass --yes to skip the question)")
         cluster.destroy()
-        print(f"removed {cluster.home}")
+        print(f"removed the database in {cluster.home}")
         db_up(config)
 
 

@@ -7,6 +7,7 @@ the unprivileged `postgres` OS user that Debian's packages create.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import secrets
@@ -267,8 +268,14 @@ class Cluster:
             self._run_server_tool("pg_ctl", "stop", "-w", "-m", mode, "-D", str(self.pgdata))
 
     def destroy(self) -> None:
+        """Stop the cluster and remove what `create()` and `start()` made; the folder itself (and
+        anything else the user keeps in it) stays, and goes only when nothing else is left."""
         self.stop("immediate")
-        shutil.rmtree(self.home, ignore_errors=True)
+        shutil.rmtree(self.pgdata, ignore_errors=True)
+        for made in (self.jwt_secret_file, self.log_file, self.home / ".pwfile"):
+            made.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # not empty (the user's files), or already gone
+            self.home.rmdir()
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
