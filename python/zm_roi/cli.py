@@ -112,14 +112,17 @@ def db_status(cluster: localdb.Cluster) -> None:
 
 
 def cmd_configure(args: argparse.Namespace, config: settings.Settings) -> None:
-    """With --extractor or --recall-function, write that; bare, print the current settings and change nothing."""
+    """With --extractor or --recall-function, write that; bare, print every setting it writes and change nothing."""
     url = database_url(config)
+    bare = not (args.extractor or args.recall_function)
     if args.recall_function:
         print(f"recall function: {localdb.set_recall_function(url, args.recall_function)}")
     if args.extractor:
         localdb.set_extractor(url, args.extractor)
-    if args.extractor or not args.recall_function:
+    if args.extractor or bare:
         print(f"extractor: {localdb.get_extractor(url)}")
+    if bare:
+        print(f"recall function: {localdb.get_recall_function(url)}")
 
 
 def cmd_import(args: argparse.Namespace, config: settings.Settings) -> None:
@@ -147,10 +150,10 @@ def cmd_recall(args: argparse.Namespace, config: settings.Settings) -> None:
 
         from zm_roi.recall import recall_hits
 
-        hits = recall_hits(database_url(config), args.question, args.user, args.project, args.limit)
+        hits = recall_hits(database_url(config), args.question, args.user, args.project, args.limit, args.team)
         print(json.dumps(hits, indent=2, ensure_ascii=False))
     else:
-        print_recall(database_url(config), args.question, args.user, args.project, args.limit)
+        print_recall(database_url(config), args.question, args.user, args.project, args.limit, args.team)
 
 
 def embedder_database_url(config: settings.Settings) -> str:
@@ -308,7 +311,9 @@ def build_parser() -> argparse.ArgumentParser:
     recall = sub.add_parser("recall", help="recall memories for a question as a user would")
     recall.add_argument("question")
     recall.add_argument("--user", required=True, metavar="EMAIL")
-    recall.add_argument("--project", metavar="NAME")
+    pinned = recall.add_mutually_exclusive_group()
+    pinned.add_argument("--project", metavar="NAME", help="pin to this project plus the user's personal layer")
+    pinned.add_argument("--team", metavar="NAME", help="pin to this team plus the user's personal layer")
     recall.add_argument(
         "--limit", type=bounded_int(1, 100, "a number of memories"), default=5, help="1 to 100 (default: 5)"
     )

@@ -414,6 +414,11 @@ def get_extractor(url: str) -> str:
         return conn.execute(query("get_extractor")).fetchone()[0]
 
 
+def get_recall_function(url: str) -> str:
+    with connect(url) as conn:
+        return conn.execute(query("get_recall_function")).fetchone()[0]
+
+
 def upkeep_report(url: str) -> str:
     """The pg_cron upkeep job's state and its last run's outcome, in one line."""
     with connect(url) as conn:
