@@ -9,6 +9,7 @@ from pathlib import Path
 
 from zm_roi import localdb, settings
 from zm_roi.errors import UserError, database_errors
+from zm_roi.queries import query
 
 DASHBOARD_PORT = 8787
 
@@ -195,10 +196,19 @@ def cmd_worker(args: argparse.Namespace, config: settings.Settings) -> None:
         timeout_seconds=config.model_timeout_seconds,
         concurrency=config.worker_concurrency,
     )
-    worker = run_worker(worker_database_url(config), worker_config, once=args.once)
+    url = worker_database_url(config)
+    worker = run_worker(url, worker_config, once=args.once)
     if worker.failed and not worker.succeeded:
+        # A row that failed for the last time is given up on (a judgment recorded as skipped, a probe
+        # retired, a spot-check dropped) and leaves the queue: only what is still queued is retried.
+        with localdb.connect(url) as conn:
+            queued = conn.execute(query("worker_queue_state")).fetchone()[1]
+        failed = f"every row failed ({worker.failed} of {worker.handled})"
+        if queued:
+            raise UserError(f"{failed}; {queued} still queued will be retried: see the reasons above")
         raise UserError(
-            f"every row failed ({worker.failed} of {worker.handled}; they will be retried): see the reasons above"
+            f"{failed} and none is queued again: each was given up on (a judgment recorded as skipped, "
+            "a probe retired, a spot-check dropped); see the reasons above"
         )
 
 
@@ -227,7 +237,6 @@ def make_transport(config: settings.Settings):
 
 def cmd_token(args: argparse.Namespace, config: settings.Settings) -> None:
     from zm_roi import tokens, transport
-    from zm_roi.queries import query
 
     if not config.db_url:
         running_cluster(config)
