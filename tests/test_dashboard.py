@@ -6,6 +6,7 @@ checked on the DOM Chromium built; screenshots (phone and wide) land in test-art
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -134,7 +135,7 @@ def test_one_run_shows_the_rate_large_with_its_interval_and_no_sparkline(cluster
         "convention",
     ]
     # The run says which recall produced it (embeddings are off in the suite: lexical only).
-    assert [cell["title"] for cell in dom.find("td", **{"class": "recall"})] == ["no embeddings: lexical only"]
+    assert [cell["title"] for cell in dom.find("td", **{"class": "recall wide"})] == ["no embeddings: lexical only"]
     assert "public.recall" in dom.all_text()
 
 
@@ -394,3 +395,47 @@ def test_an_unpriced_run_on_the_owners_key_with_no_shared_questions(tmp_path):
     assert dom.text("paired") == "No question in common with the previous run, so no paired comparison."
     assert dom.text("cost") == "36,000 + 2,400 tokens, no price known for the model; 40 calls on your own provider key."
     assert not dom.has("closed-book"), "the spot-check shows only when it ran"
+
+
+LAYOUT_PROBE = """<pre id="layout"></pre><script>
+const wrap = document.querySelector(".table-wrap");
+const shown = [...document.querySelectorAll("#runs th")].filter(th => getComputedStyle(th).display !== "none");
+document.getElementById("layout").textContent = JSON.stringify({
+  overflow: wrap.scrollWidth - wrap.clientWidth,
+  columns: shown.map(th => th.textContent.trim()),
+});
+</script></body>"""
+
+
+def layout_at(tmp_path: Path, page: str, width: int) -> dict:
+    """How Chromium lays the runs table out at `width` px: overflow (px hidden behind a scrollbar) and the
+    columns shown. The probe is a script, so it runs on a copy of the page without its CSP."""
+    probed = tmp_path / f"layout-{width}.html"
+    probed.write_text(
+        re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", page).replace("</body>", LAYOUT_PROBE)
+    )
+    dom = Dom(chromium(tmp_path, f"--window-size={width},900", "--dump-dom", probed.as_uri()).stdout)
+    return json.loads(dom.text("layout"))
+
+
+@pytest.mark.parametrize("width", [1200, 1000, 900, 400])
+def test_the_runs_table_fits_its_card_and_keeps_the_judged_column(tmp_path, width):
+    """Before: at 1,200 px the Recall column sat behind a scrollbar; at 400 px the Judged column was
+    hidden, so an all-skipped run read only "complete —"."""
+    skipped = llm_run(
+        run_id="r3",
+        started_at="2026-12-01T10:32:00+00:00",
+        judged_count=0,
+        skipped_count=20,
+        exclusive_count=0,
+        exclusive_rate=None,
+        recall_function="public.recall_lexical(text,uuid,uuid,integer,boolean)",
+    )
+    hybrid = llm_run(recall_function="public.recall(text,uuid,uuid,integer,boolean,extensions.vector)", skipped_count=3)
+    page = dashboard.render(Canned(READY, [skipped, hybrid], BREAKDOWN))
+    layout = layout_at(tmp_path, page, width)
+    assert layout["overflow"] <= 0, f"{layout['overflow']} px of the runs table hidden at {width} px"
+    assert "Judged" in layout["columns"], layout["columns"]
+    shot = ARTIFACTS / f"dashboard-runs-{width}.png"
+    chromium(tmp_path, f"--window-size={width},900", f"--screenshot={shot}", f"file://{tmp_path}/layout-{width}.html")
+    assert shot.stat().st_size > 5_000

@@ -7,6 +7,7 @@ sparkline are inline, and the page's content security policy forbids loading any
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import cache
@@ -113,8 +114,9 @@ def view_model(tile: dict | None, runs: list[dict], breakdown: list[dict] | None
                 "skipped": run["skipped_count"],
                 "exclusive": run["exclusive_count"],
                 "rate": percent(run.get("exclusive_rate")),
-                # Which recall produced the run (function name; the embedding model in the tooltip).
-                "recall": (run.get("recall_function") or "").split("(")[0] or None,
+                # Which recall produced the run (the embedding model in the tooltip), in parts a narrow
+                # card may break after (dots, underscores).
+                "recall_parts": re.findall(r"[^._]+[._]?", (run.get("recall_function") or "").split("(")[0]),
                 "embedding_model": run.get("embedding_model") or "no embeddings: lexical only",
             }
             for run in runs[:RECENT_RUNS]
