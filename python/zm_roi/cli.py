@@ -40,8 +40,9 @@ def running_cluster(config: settings.Settings) -> localdb.Cluster:
     return cluster
 
 
-def db_up(config: settings.Settings, quiet: bool = False) -> localdb.Cluster:
-    """Create, start and migrate the embedded database; a second call changes nothing."""
+def db_up(config: settings.Settings, quiet: bool = False, keep_mode: bool = False) -> localdb.Cluster:
+    """Create, start and migrate the embedded database; a second call changes nothing. With
+    `keep_mode` (the demo) ZM_EXTRACTOR applies to a new database only."""
     say = (lambda *_: None) if quiet else (lambda text: print(text, flush=True))
     cluster = embedded_cluster(config)
     root = localdb.project_root()
@@ -66,7 +67,7 @@ def db_up(config: settings.Settings, quiet: bool = False) -> localdb.Cluster:
     localdb.prepare_database(cluster, root)
     # The mode is the user's: set on a new database (deterministic unless ZM_EXTRACTOR says otherwise)
     # or when ZM_EXTRACTOR is given; otherwise whatever `zm-roi configure` last wrote stays.
-    if fresh or config.extractor_explicit:
+    if fresh or (config.extractor_explicit and not keep_mode):
         localdb.set_extractor(cluster.url(), config.extractor if config.extractor_explicit else "deterministic")
     say(f"ready: {cluster.url()} (extractor: {localdb.get_extractor(cluster.url())})")
     return cluster

@@ -106,6 +106,10 @@ select extractor from roi.settings;
 -- name: get_recall_function
 select recall_function from roi.settings;
 
+-- The demo measures a recall function for one transaction: it puts the setting back before committing.
+-- name: restore_recall_function
+update roi.settings set recall_function = %(recall_function)s;
+
 -- Run as the token's user (after act_as_user): RLS lets a user see their own auth.users row only.
 -- name: caller_exists
 select exists (select from auth.users where id = (select auth.uid()));
