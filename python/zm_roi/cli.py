@@ -65,10 +65,10 @@ def db_up(config: settings.Settings, quiet: bool = False, keep_mode: bool = Fals
     say("applying the compatibility layer and migrations (supabase db push)")
     fresh = not localdb.has_benchmark_schema(cluster.url())
     localdb.prepare_database(cluster, root)
-    # The mode is the user's: set on a new database (deterministic unless ZM_EXTRACTOR says otherwise)
-    # or when ZM_EXTRACTOR is given; otherwise whatever `zm-roi configure` last wrote stays.
-    if fresh or (config.extractor_explicit and not keep_mode):
-        localdb.set_extractor(cluster.url(), config.extractor if config.extractor_explicit else "deterministic")
+    # The mode is the user's: set on a new database (EMBEDDED_FIRST_MODE unless ZM_EXTRACTOR says
+    # otherwise) or when ZM_EXTRACTOR is given; otherwise whatever `zm-roi configure` last wrote stays.
+    if fresh or (config.extractor and not keep_mode):
+        localdb.set_extractor(cluster.url(), config.extractor or localdb.EMBEDDED_FIRST_MODE)
     say(f"ready: {cluster.url()} (extractor: {localdb.get_extractor(cluster.url())})")
     return cluster
 

@@ -31,6 +31,9 @@ WORKER_PASSWORD = "roi_worker"  # noqa: S105
 EMBEDDER_PASSWORD = "roi_embedder"  # noqa: S105
 SERVER_USER = "postgres"
 DEBIAN_PG_BINDIR = "/usr/lib/postgresql/15/bin"
+# The mode a new embedded database starts in: offline-first, so the demo and the quick start need no
+# model key. (A database built by the migrations alone starts in roi.settings' column default, llm.)
+EMBEDDED_FIRST_MODE = "deterministic"
 # Seconds a connection waits before giving up on a peer that accepts and never answers (the CLI also
 # makes it the PGCONNECT_TIMEOUT default for the tools it starts).
 CONNECT_TIMEOUT = 10
