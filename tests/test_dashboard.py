@@ -439,3 +439,13 @@ def test_the_runs_table_fits_its_card_and_keeps_the_judged_column(tmp_path, widt
     shot = ARTIFACTS / f"dashboard-runs-{width}.png"
     chromium(tmp_path, f"--window-size={width},900", f"--screenshot={shot}", f"file://{tmp_path}/layout-{width}.html")
     assert shot.stat().st_size > 5_000
+
+
+def test_percentages_are_formatted_in_one_place_rounded_half_up():
+    """One home for a rate as a percent (it was round() in four places: 0.625 read 62% there)."""
+    assert [diagnostics.percent(r) for r in (0.625, 0.0049, 0.995, 1, None)] == [63, 0, 100, 100, None]
+    assert diagnostics.percent_text(0.125) == "13%" and diagnostics.percent_text(None) == "—"
+    tile = {**READY, "exclusive_rate": 0.625, "exclusive_rate_low": 0.3545, "exclusive_rate_high": 0.8477}
+    assert mcp_server.tile_sentence(tile).startswith("Only memory knows 63% (95% interval 35%–85%)")
+    assert "  exclusive rate: 63%  (95% interval 35–85%)" in demo.describe_tile(tile)
+    assert dashboard.view_model(tile, [llm_run()])["rate"] == 63

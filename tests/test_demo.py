@@ -123,6 +123,7 @@ def test_the_demo_leaves_the_settings_as_it_found_them_also_while_it_runs(demo_e
     recall function to public.recall; ZM_EXTRACTOR in the environment rewrote the database's mode."""
     zm = [sys.executable, "-m", "zm_roi.cli"]
     run = {"capture_output": True, "text": True, "env": demo_env, "cwd": ROOT, "timeout": 600}
+    assert subprocess.run([*zm, "db", "up"], **run).returncode == 0, "(a no-op after the tests above)"
     assert subprocess.run([*zm, "configure", "--recall-function", "public.recall_lexical"], **run).returncode == 0
     url = localdb.Cluster(Path(demo_env["ZM_DB_HOME"]), int(demo_env["ZM_DB_PORT"])).url()
     seen: set[tuple] = set()
