@@ -29,9 +29,9 @@ INSTRUCTIONS = (
 
 BENCHMARK_DESCRIPTION = """\
 Run the memory ROI benchmark for the signed-in user: "what would you lose without memory?".
-It asks questions drawn from the user's own stored decisions, gotchas and conventions (a pool of
-roi.settings.pool_target, 20 unless the operator changed it),
-recalls each one as the user, and has a judge decide which ones only memory could answer.
+It asks questions drawn from the user's own stored decisions, gotchas and conventions (up to the
+deployment's pool target, a setting), recalls each one as the user,
+and has a judge decide which ones only memory could answer.
 Statuses:
 - generating: the question pool is still being built (ready of target). Call benchmark_memory again
   in about a minute.
