@@ -82,15 +82,22 @@ grant execute on function auth.jwt(), auth.uid(), auth.role() to anon, authentic
 -- The local transport (PostgREST's stand-in) logs in as `authenticator` only, so "does the token's
 -- user still exist" must be answerable as that user: each signed-in user may see their own row's id
 -- and nothing else. Local databases only: Supabase (recognised by its auth admin role) is left alone.
+-- `zm-roi db up` runs this file on every call, also on a running database: enabling RLS and creating
+-- a policy lock auth.users exclusively, so they run only when missing; otherwise `db up` would queue
+-- behind any open import (which inserts users) and every token, recall and MCP call behind it.
 do $own_row$
 begin
   if exists (select from pg_roles where rolname = 'supabase_auth_admin') then
     return;
   end if;
-  alter table auth.users enable row level security;
-  drop policy if exists "Users see their own row" on auth.users;
-  create policy "Users see their own row" on auth.users
-    for select to authenticated using (id = (select auth.uid()));
+  if not (select c.relrowsecurity from pg_class c where c.oid = 'auth.users'::regclass) then
+    alter table auth.users enable row level security;
+  end if;
+  if not exists (select from pg_policy p where p.polrelid = 'auth.users'::regclass
+                 and p.polname = 'Users see their own row') then
+    create policy "Users see their own row" on auth.users
+      for select to authenticated using (id = (select auth.uid()));
+  end if;
   revoke all on auth.users from anon, authenticated;
   grant select (id) on auth.users to authenticated;
   revoke service_role from authenticator;

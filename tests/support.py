@@ -59,6 +59,20 @@ def benchmark_user(cluster, email: str, memories: list[MemoryLine] | None = None
 
 
 @contextmanager
+def pool_target(db_url: str, target: int):
+    """roi.settings.pool_target at `target` for one test (the whole row is put back, as by extractor())."""
+    with extractor(db_url, current_extractor(db_url)), psycopg.connect(db_url) as conn:
+        conn.execute("update roi.settings set pool_target = %s", (target,))
+        conn.commit()
+        yield
+
+
+def current_extractor(db_url: str) -> str:
+    with psycopg.connect(db_url) as conn:
+        return conn.execute(query("get_extractor")).fetchone()[0]
+
+
+@contextmanager
 def extractor(db_url: str, mode: str):
     """roi.settings in `mode` for one test; the whole row is put back afterwards, so whatever else the
     test tunes (leases, attempts, timeouts) does not leak into the next test on the shared cluster."""

@@ -24,7 +24,7 @@ def test_the_deterministic_cycle_end_to_end(cluster, email, deterministic_mode):
         assert tile["state"] == "ready"
         assert tile["exclusive_rate"] == runs[0]["exclusive_count"] / 20
         assert tile["exclusive_rate_low"] <= tile["exclusive_rate"] <= tile["exclusive_rate_high"]
-        assert tile["hint"] == f"{runs[0]['exclusive_count']} of 20 questions a bare agent could not answer"
+        assert tile["hint"] == f"{runs[0]['exclusive_count']} of 20 questions only memory answered"
         assert len(tile["trend"]) == 1
 
         assert transport.benchmark_memory()["status"] == "started"

@@ -3,7 +3,9 @@ traceback and no hang. Each case below printed a traceback, hung, or gave the wr
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -191,3 +193,55 @@ def test_connections_give_up_after_ten_seconds_unless_the_user_chose_a_timeout(d
     monkeypatch.setenv("PGCONNECT_TIMEOUT", "3")
     with localdb.connect(db_url) as conn:
         assert "connect_timeout=3" in conn.info.dsn.split(), "and so is the environment's"
+
+
+def test_a_missing_database_or_a_remote_host_is_not_told_to_run_db_up(db_url, cluster):
+    """Before: both said "is it up? try `zm-roi db up`", which only manages the embedded database."""
+    missing = zm("recall", "anything", "--user", "a@b.co", ZM_DB_URL=cluster.url(dbname="no_such_db"))
+    one_line_error(missing, "has no database 'no_such_db'")
+    assert "db up" not in missing.stderr and "ZM_DB_URL" in missing.stderr
+    # TEST-NET-1 (RFC 5737): an address no server answers on.
+    remote = zm(
+        "recall", "anything", "--user", "a@b.co", ZM_DB_URL="postgresql://u:p@192.0.2.1:5432/db", PGCONNECT_TIMEOUT="2"
+    )
+    one_line_error(remote, "cannot reach the database at 192.0.2.1:5432")
+    assert "db up" not in remote.stderr and "check the host and port in ZM_DB_URL" in remote.stderr
+    local = zm(
+        "recall", "anything", "--user", "a@b.co", ZM_DB_URL=f"postgresql://u:p@127.0.0.1:{localdb.free_port()}/db"
+    )
+    one_line_error(local, "`zm-roi db up`")
+
+
+def test_recall_pins_to_a_team_as_a_team_probe_is_pinned(db_url, email, tmp_path):
+    """Before: `recall` had --project but no --team, so a team-pinned probe's recall could not be checked."""
+    team, project = f"crew-{email[5:13]}", f"side-{email[5:13]}"
+    team_file, project_file = tmp_path / "team.jsonl", tmp_path / "project.jsonl"
+    team_file.write_text('{"title": "Deploy window", "body": "We deploy on Tuesdays only.", "kind": "convention"}\n')
+    project_file.write_text('{"title": "Deploy freeze", "body": "No deploy in December.", "kind": "decision"}\n')
+    assert zm("import", str(team_file), "--user", email, "--team", team, ZM_DB_URL=db_url).returncode == 0
+    assert zm("import", str(project_file), "--user", email, "--project", project, ZM_DB_URL=db_url).returncode == 0
+
+    pinned = zm("recall", "deploy", "--user", email, "--team", team, "--json", ZM_DB_URL=db_url)
+    assert pinned.returncode == 0, pinned.stderr
+    assert [(hit["title"], hit["scope"]) for hit in json.loads(pinned.stdout)] == [("Deploy window", "team")]
+    everything = zm("recall", "deploy", "--user", email, "--json", ZM_DB_URL=db_url)
+    assert {hit["title"] for hit in json.loads(everything.stdout)} == {"Deploy window", "Deploy freeze"}
+    one_line_error(
+        zm("recall", "deploy", "--user", email, "--team", team.upper(), ZM_DB_URL=db_url),
+        f"no team named {team.upper()!r}; did you mean {team!r}?",
+    )
+    both = zm("recall", "deploy", "--user", email, "--team", team, "--project", project, ZM_DB_URL=db_url)
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr
+
+
+def test_the_extractor_default_has_one_home_the_database():
+    """Before: `llm` was the default in roi.settings and again in settings.py, while `db up` wrote
+    `deterministic`. Unset, ZM_EXTRACTOR now means "keep the database's mode"; the two starting modes
+    are the column default and localdb.EMBEDDED_FIRST_MODE, each stated in the README."""
+    assert settings.load({}).extractor is None
+    assert settings.load({"ZM_EXTRACTOR": " LLM "}).extractor == "llm"
+    schema = (ROOT / "supabase" / "schemas" / "30_roi_benchmark.sql").read_text()
+    column_default = re.search(r"extractor text not null default '(\w+)'", schema).group(1)
+    row = next(line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| `ZM_EXTRACTOR`"))
+    assert f"`{localdb.EMBEDDED_FIRST_MODE}`, `localdb.EMBEDDED_FIRST_MODE`" in row
+    assert f"`supabase db push`: `{column_default}`, the column default" in row

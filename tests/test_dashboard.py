@@ -6,6 +6,7 @@ checked on the DOM Chromium built; screenshots (phone and wide) land in test-art
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -21,7 +22,7 @@ import pytest
 
 from tests.browser import ARTIFACTS, Dom, chromium, open_page
 from tests.conftest import ROOT
-from tests.support import activate_pending_probes, add_memories, benchmark_user, extractor, knowledge
+from tests.support import activate_pending_probes, add_memories, benchmark_user, extractor, knowledge, pool_target
 from zm_roi import dashboard, demo, diagnostics, mcp_server, tokens
 from zm_roi.importer import MemoryLine
 from zm_roi.transport import LocalTransport
@@ -55,12 +56,21 @@ def run_rows(dom: Dom) -> list[dict]:
 
 
 def test_before_the_first_run_the_tile_invites_instead_of_showing_zero(cluster, email, tmp_path):
-    with benchmark_user(cluster, email, knowledge(3)) as me:
+    """Every word comes from the view: before, the page wrote its own invite and "about 20 questions"
+    whatever roi.settings.pool_target said (pool target 7 here)."""
+    with pool_target(cluster.url(), 7), benchmark_user(cluster, email, knowledge(3)) as me:
+        tile = local(cluster, me).tile()
         dom = open_page(tmp_path, "invite", render_to_file(local(cluster, me), tmp_path, "invite"))
     assert dom.find("section", id="tile")[0]["data-state"] == "invite"
     assert dom.text("tile-title") == "Only memory knows"
-    assert dom.text("invite") == "No benchmark yet"
-    assert "Ask your agent: run benchmark_memory" in dom.all_text()
+    assert dom.text("headline") == tile["headline"] == "No benchmark yet"
+    assert (
+        dom.text("hint")
+        == tile["hint"]
+        == ("Ask your agent to run benchmark_memory to see what only your memory knows.")
+    )
+    assert tile["explanation"].startswith("It asks about 7 questions drawn from your own decisions")
+    assert tile["explanation"] in dom.all_text()
     assert not dom.has("rate") and not dom.has("interval") and not dom.has("sparkline")
     assert not re.search(r"\d+\s*%", dom.all_text()), "never a misleading 0%"
     assert run_rows(dom) == []
@@ -76,7 +86,7 @@ def test_while_the_first_run_is_judged_the_tile_says_judging(cluster, email, tmp
         assert transport.benchmark_memory()["status"] == "started"
         dom = open_page(tmp_path, "judging", render_to_file(transport, tmp_path, "judging"))
     assert dom.find("section", id="tile")[0]["data-state"] == "judging"
-    assert dom.text("judging") == "Judging…"
+    assert dom.text("headline") == "Judging…"
     assert dom.text("hint") == "Judging 5 questions from your memory…"
     assert not dom.has("rate") and not dom.has("sparkline")
     assert not re.search(r"\d+\s*%", dom.all_text()), "no score before verdicts"
@@ -104,9 +114,9 @@ def test_one_run_shows_the_rate_large_with_its_interval_and_no_sparkline(cluster
     assert dom.text("rate") == percent(tile["exclusive_rate"])
     low, high = (round(float(tile[k]) * 100) for k in ("exclusive_rate_low", "exclusive_rate_high"))
     assert dom.text("interval") == f"95% interval {low}–{high}%"
-    assert dom.text("hint") == tile["hint"] == "6 of 6 questions a bare agent could not answer"
+    assert dom.text("hint") == tile["hint"] == f"{tile['exclusive_count']} of 6 questions only memory answered"
     assert not dom.has("sparkline"), "a trend needs two completed runs"
-    assert not dom.has("judging")
+    assert not dom.has("note") and not dom.has("headline")
     assert dom.text("caveat") == tile["caveat"] and "upper bound" in tile["caveat"], "deterministic: what it bounds"
     assert len(run_rows(dom)) == 1, "only the caller's own run"
     # What explains it: retrieval, the breakdown, no paired comparison yet, no cost, no spot-check.
@@ -125,7 +135,7 @@ def test_one_run_shows_the_rate_large_with_its_interval_and_no_sparkline(cluster
         "convention",
     ]
     # The run says which recall produced it (embeddings are off in the suite: lexical only).
-    assert [cell["title"] for cell in dom.find("td", **{"class": "recall"})] == ["no embeddings: lexical only"]
+    assert [cell["title"] for cell in dom.find("td", **{"class": "recall wide"})] == ["no embeddings: lexical only"]
     assert "public.recall" in dom.all_text()
 
 
@@ -154,7 +164,11 @@ def test_several_runs_draw_the_trend_and_a_newer_run_shows_judging_beside_the_sc
         several = open_page(tmp_path, "several-runs", url)
         tall_shots(tmp_path, "several-runs", url)
         with extractor(db, "llm"):
-            assert transport.benchmark_memory()["status"] == "started"
+            # LLM mode first writes real questions in place of the template ones (the worker's job, by hand).
+            assert transport.benchmark_memory()["status"] == "generating"
+            activate_pending_probes(db, me.id)
+            newer_run = transport.benchmark_memory()
+            assert newer_run["status"] == "started"
             newer = open_page(tmp_path, "judging-after-score", render_to_file(transport, tmp_path, "judging-newer"))
 
     assert len(tile["trend"]) == 3 and len(set(tile["trend"])) > 1
@@ -175,7 +189,7 @@ def test_several_runs_draw_the_trend_and_a_newer_run_shows_judging_beside_the_sc
 
     assert newer.find("section", id="tile")[0]["data-state"] == "judging"
     assert newer.text("rate") == percent(tile["exclusive_rate"]), "the last score stays while a newer run is judged"
-    assert newer.text("judging").startswith("judging… a newer run of")
+    assert newer.text("note") == f"A newer run of {newer_run['probes']} questions is being judged."
     assert newer.has("sparkline")
     assert len(run_rows(newer)) == 4
     assert newer.text("paired") == several.text("paired"), "the diagnostics explain the scored run, not the newer one"
@@ -190,7 +204,7 @@ def test_the_served_dashboard_renders_per_request_as_the_token_user(cluster, ema
         try:
             assert server.server_address[0] == "127.0.0.1"
             dom = open_page(tmp_path, "served", f"{base}/")
-            assert dom.text("invite") == "No benchmark yet"
+            assert dom.text("headline") == "No benchmark yet"
             with pytest.raises(urllib.error.HTTPError) as missing:
                 urllib.request.urlopen(f"{base}/elsewhere", timeout=10)  # noqa: S310 (a local test server)
             assert missing.value.code == 404
@@ -274,10 +288,10 @@ def test_a_run_whose_every_question_was_skipped_shows_no_score_rather_than_judgi
         dom = open_page(tmp_path, "no-score", render_to_file(transport, tmp_path, "no-score"))
     assert tile["state"] == "no_score"
     assert dom.find("section", id="tile")[0]["data-state"] == "no_score"
-    assert dom.text("unscored") == "No score yet"
+    assert dom.text("headline") == tile["headline"] == "No score yet"
     assert dom.text("hint") == tile["hint"], "the page says what the view says"
     assert "Judging" not in dom.all_text() and "run benchmark_memory again" in tile["hint"]
-    assert not dom.has("judging") and not dom.has("rate") and not dom.has("caveat")
+    assert not dom.has("note") and not dom.has("rate") and not dom.has("caveat")
     assert not dom.find("meta", **{"http-equiv": "refresh"}), "nothing is being judged: no refresh loop"
     assert not re.search(r"\d+\s*%", dom.all_text())
     assert "0 of 5 (5 skipped)" in dom.text("runs")
@@ -335,8 +349,10 @@ READY = {
     "exclusive_rate_high": 0.57,
     "exclusive_count": 7,
     "judged_count": 20,
-    "hint": "7 of 20 questions a bare agent could not answer",
+    "hint": "7 of 20 questions only memory answered",
     "trend": [0.3, 0.35],
+    "scored_run_id": "r2",
+    "explanation": "The share of questions from your own memory that memory answered and a bare agent could not.",
 }
 
 
@@ -410,3 +426,57 @@ def test_the_same_judge_draws_no_mark_and_keeps_the_p_value(tmp_path):
     assert model["diagnostics"]["judge"].startswith(
         "Judged by openai/gpt-4o#judge.j2@0123456789ab; questions: 0 rewritten"
     )
+
+
+LAYOUT_PROBE = """<pre id="layout"></pre><script>
+const wrap = document.querySelector(".table-wrap");
+const shown = [...document.querySelectorAll("#runs th")].filter(th => getComputedStyle(th).display !== "none");
+document.getElementById("layout").textContent = JSON.stringify({
+  overflow: wrap.scrollWidth - wrap.clientWidth,
+  columns: shown.map(th => th.textContent.trim()),
+});
+</script></body>"""
+
+
+def layout_at(tmp_path: Path, page: str, width: int) -> dict:
+    """How Chromium lays the runs table out at `width` px: overflow (px hidden behind a scrollbar) and the
+    columns shown. The probe is a script, so it runs on a copy of the page without its CSP."""
+    probed = tmp_path / f"layout-{width}.html"
+    probed.write_text(
+        re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", page).replace("</body>", LAYOUT_PROBE)
+    )
+    dom = Dom(chromium(tmp_path, f"--window-size={width},900", "--dump-dom", probed.as_uri()).stdout)
+    return json.loads(dom.text("layout"))
+
+
+@pytest.mark.parametrize("width", [1200, 1000, 900, 400])
+def test_the_runs_table_fits_its_card_and_keeps_the_judged_column(tmp_path, width):
+    """Before: at 1,200 px the Recall column sat behind a scrollbar; at 400 px the Judged column was
+    hidden, so an all-skipped run read only "complete —"."""
+    skipped = llm_run(
+        run_id="r3",
+        started_at="2026-12-01T10:32:00+00:00",
+        judged_count=0,
+        skipped_count=20,
+        exclusive_count=0,
+        exclusive_rate=None,
+        recall_function="public.recall_lexical(text,uuid,uuid,integer,boolean)",
+    )
+    hybrid = llm_run(recall_function="public.recall(text,uuid,uuid,integer,boolean,extensions.vector)", skipped_count=3)
+    page = dashboard.render(Canned(READY, [skipped, hybrid], BREAKDOWN))
+    layout = layout_at(tmp_path, page, width)
+    assert layout["overflow"] <= 0, f"{layout['overflow']} px of the runs table hidden at {width} px"
+    assert "Judged" in layout["columns"], layout["columns"]
+    shot = ARTIFACTS / f"dashboard-runs-{width}.png"
+    chromium(tmp_path, f"--window-size={width},900", f"--screenshot={shot}", f"file://{tmp_path}/layout-{width}.html")
+    assert shot.stat().st_size > 5_000
+
+
+def test_percentages_are_formatted_in_one_place_rounded_half_up():
+    """One home for a rate as a percent (it was round() in four places: 0.625 read 62% there)."""
+    assert [diagnostics.percent(r) for r in (0.625, 0.0049, 0.995, 1, None)] == [63, 0, 100, 100, None]
+    assert diagnostics.percent_text(0.125) == "13%" and diagnostics.percent_text(None) == "—"
+    tile = {**READY, "exclusive_rate": 0.625, "exclusive_rate_low": 0.3545, "exclusive_rate_high": 0.8477}
+    assert mcp_server.tile_sentence(tile).startswith("Only memory knows 63% (95% interval 35%–85%)")
+    assert "  exclusive rate: 63%  (95% interval 35–85%)" in demo.describe_tile(tile)
+    assert dashboard.view_model(tile, [llm_run()])["rate"] == 63

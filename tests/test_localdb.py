@@ -67,7 +67,11 @@ def test_db_up_twice_changes_nothing_the_second_time(own_home):
     assert again.returncode == 0 and "extractor: llm" in again.stdout
     assert zm(own_home, "configure", "--extractor", "deterministic").returncode == 0
     bare = zm(own_home, "configure")
-    assert bare.returncode == 0 and bare.stdout.strip() == "extractor: deterministic"
+    assert bare.returncode == 0
+    assert bare.stdout.splitlines() == [
+        "extractor: deterministic",
+        "recall function: public.recall(text,uuid,uuid,integer,boolean,extensions.vector)",
+    ], "a bare configure prints every setting it writes (before: the extractor only)"
     with psycopg.connect(url) as conn:
         assert conn.execute("select extractor from roi.settings").fetchone()[0] == "deterministic"
 
@@ -176,3 +180,53 @@ def test_a_home_under_private_folders_gets_search_permission_only():
         made.destroy()
         subprocess.run(["rm", "-rf", str(top)], check=False)
     assert modes == {folder: 0o701 for folder in modes}, "search permission for others (o+x), nothing more"
+
+
+def test_db_up_on_a_running_current_database_waits_for_no_open_import(own_home):
+    """Before: the compatibility SQL enabled RLS and re-created a policy on auth.users on every `db up`
+    (an exclusive lock), so `db up` queued behind an import's open transaction (14.5 minutes seen) and
+    every token, recall and MCP call queued behind `db up`."""
+    assert zm(own_home, "db", "up").returncode == 0
+    url = zm(own_home, "db", "url").stdout.strip()
+    with psycopg.connect(url) as importing:
+        # What an import holds until it commits: a new user's row in auth.users.
+        importing.execute("insert into auth.users (email) values ('importing@example.test')")
+        try:
+            again = subprocess.run(
+                [sys.executable, "-m", "zm_roi.cli", "db", "up"],
+                capture_output=True,
+                text=True,
+                env=own_home,
+                cwd=ROOT,
+                timeout=120,
+            )
+        except subprocess.TimeoutExpired:
+            pytest.fail("`db up` waited behind the open transaction on auth.users")
+        assert again.returncode == 0, again.stderr
+        assert importing.execute("select count(*) from auth.users where email = 'importing@example.test'").fetchone()
+    with psycopg.connect(url) as conn:
+        rls, policies = conn.execute(
+            "select c.relrowsecurity, (select count(*) from pg_policy p where p.polrelid = c.oid) "
+            "from pg_class c where c.oid = 'auth.users'::regclass"
+        ).fetchone()
+    assert (rls, policies) == (True, 1), "the own-row policy is still in force"
+
+
+def test_db_reset_removes_only_the_cluster_it_made(own_home):
+    """Before: `db reset --yes` deleted the whole ZM_DB_HOME folder, files the user kept there included."""
+    assert zm(own_home, "db", "up").returncode == 0
+    home = Path(own_home["ZM_DB_HOME"])
+    kept = home / "notes.txt"
+    kept.write_text("mine")
+    (home / "exports").mkdir()
+    (home / "exports" / "tile.html").write_text("<p>mine</p>")
+    old_secret = (home / "jwt_secret").read_text()
+
+    reset = zm(own_home, "db", "reset", "--yes")
+    assert reset.returncode == 0, reset.stderr
+    assert kept.read_text() == "mine" and (home / "exports" / "tile.html").read_text() == "<p>mine</p>"
+    assert (home / "pgdata" / "PG_VERSION").is_file(), "a new cluster was made"
+    assert (home / "jwt_secret").read_text() != old_secret, "the old tokens are void with the old cluster"
+    url = zm(own_home, "db", "url").stdout.strip()
+    with psycopg.connect(url) as conn:
+        assert conn.execute("select count(*) from auth.users").fetchone()[0] == 0

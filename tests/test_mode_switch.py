@@ -21,11 +21,13 @@ def test_deterministic_mode_takes_over_probes_left_pending_by_llm_mode(db_url, e
         assert benchmark(db_url, user_id)["status"] == "generating"
         set_mode(db_url, "deterministic")
         started = benchmark(db_url, user_id)
+        # Read before the context switches back to LLM mode, which hands template questions back.
+        with psycopg.connect(db_url) as conn:
+            questions = conn.execute(
+                "select question from roi.probes where owner_id = %s and state = 'active' order by question",
+                (user_id,),
+            ).fetchall()
     assert started["status"] == "started" and started["probes"] == 2
-    with psycopg.connect(db_url) as conn:
-        questions = conn.execute(
-            "select question from roi.probes where owner_id = %s and state = 'active' order by question", (user_id,)
-        ).fetchall()
     assert [q for (q,) in questions] == [f'What did we decide about "Fact {n} of {email}", and why?' for n in (1, 2)]
 
 
@@ -62,3 +64,36 @@ def test_llm_mode_keeps_its_pending_probes_for_the_worker(db_url, email):
     with extractor(db_url, "llm"):
         assert benchmark(db_url, user_id)["status"] == "generating"
         assert benchmark(db_url, user_id)["status"] == "generating"
+
+
+def test_switching_to_llm_mode_hands_template_questions_to_the_writer(db_url, email):
+    """Before: the next LLM-judged run (shown without the deterministic caveat) scored the template
+    questions, which quote the title; the switch kept them active and the call answered `started`."""
+    user_id = user_with_knowledge(db_url, email, count=3)
+    with extractor(db_url, "deterministic"):
+        assert benchmark(db_url, user_id)["status"] == "started"
+        set_mode(db_url, "llm")
+        after_switch = benchmark(db_url, user_id)
+        with psycopg.connect(db_url) as conn:
+            probes = conn.execute(
+                "select state, question, question_embedding from roi.probes where owner_id = %s", (user_id,)
+            ).fetchall()
+            llm_runs = conn.execute(
+                "select count(*) from roi.runs where owner_id = %s and mode = 'llm'", (user_id,)
+            ).fetchone()[0]
+    assert after_switch == {"status": "generating", "ready": 0, "target": 3}
+    assert probes == [("pending", None, None)] * 3, "no template question left for an LLM run to score"
+    assert llm_runs == 0
+
+
+def test_switching_back_to_deterministic_mode_keeps_the_written_questions(db_url, email):
+    """The hand-over is for template questions only: a model's questions survive a round trip."""
+    user_id = user_with_knowledge(db_url, email, count=2)
+    with extractor(db_url, "llm"):
+        assert benchmark(db_url, user_id)["status"] == "generating"
+        activate_pending_probes(db_url, user_id)
+        set_mode(db_url, "deterministic")
+        set_mode(db_url, "llm")
+        with psycopg.connect(db_url) as conn:
+            states = conn.execute("select state from roi.probes where owner_id = %s", (user_id,)).fetchall()
+    assert states == [("active",), ("active",)]

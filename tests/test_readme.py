@@ -160,3 +160,22 @@ def test_the_readme_speed_table_quotes_bench_results():
     assert speed_differences(wrong) == [
         "recall pinned to a project + personal: README 2.4, results/2026-12-01-1m.md says 2.63"
     ]
+
+
+def test_every_readme_paragraph_closes_the_parentheses_it_opens():
+    """Before: the Configuration section repeated a line, the second a dangling fragment whose ")"
+    closed nothing. Code and code spans are left out (they quote SQL and shell)."""
+    text = re.sub(r"```.*?```", "", (ROOT / "README.md").read_text(), flags=re.S)
+    text = re.sub(r"`[^`\n]*`", "", text)
+    unbalanced = [p[:80] for p in re.split(r"\n\s*\n", text) if p.count("(") != p.count(")")]
+    assert unbalanced == []
+
+
+def test_the_readme_states_the_settings_defaults_the_schema_writes():
+    """The knobs the Configuration section names, against roi.settings' column defaults."""
+    schema = (ROOT / "supabase" / "schemas" / "30_roi_benchmark.sql").read_text()
+    readme = (ROOT / "README.md").read_text()
+    pool = re.search(r"pool_target integer not null default (\d+)", schema).group(1)
+    checks = re.search(r"closed_book_checks integer not null default (\d+)", schema).group(1)
+    assert f"pool target {pool}," in readme and f"`closed_book_checks` {checks}:" in readme
+    assert readme.count("2 minutes, 5 attempts") == 1, "said once"

@@ -75,7 +75,7 @@ def test_llm_mode_end_to_end(db_url, worker_url, llm_mode, owners):
     assert shown["state"] == "ready"
     assert shown["judged_count"] == 4 and shown["exclusive_count"] == 3
     assert float(shown["exclusive_rate"]) == 0.75
-    assert shown["hint"] == "3 of 4 questions a bare agent could not answer"
+    assert shown["hint"] == "3 of 4 questions only memory answered"
     assert float(tile(db_url, bob)["exclusive_rate"]) == 1.0
 
     # Every call is metered, for the owner whose corpus it measured, with the tokens litellm reported.

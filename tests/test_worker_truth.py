@@ -14,6 +14,8 @@ from tests.worker_support import (
     benchmark,
     default_answer,
     fetch,
+    seed_queued_judgments,
+    set_settings,
 )
 from zm_roi.cli import main
 from zm_roi.worker import Worker, WorkerConfig
@@ -52,9 +54,24 @@ def test_a_worker_whose_every_row_failed_says_so_and_exits_non_zero(
     assert worker_cli(monkeypatch, worker_url, key="sk-nobody-answers") == 2
     assert "2 rows handled: 0 succeeded, 2 failed" in caplog.text
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].startswith("zm-roi: every row failed (2 of 2"), err
+    assert err[-1].startswith("zm-roi: every row failed (2 of 2); 2 still queued will be retried"), err
     pending = fetch(db_url, "select attempts, last_error from roi.probes where owner_id = %s", (owner,))
     assert [p["attempts"] for p in pending] == [1, 1] and all("Connection" in p["last_error"] for p in pending)
+
+
+def test_a_worker_whose_every_row_was_given_up_on_does_not_promise_a_retry(
+    db_url, worker_url, llm_mode, owners, monkeypatch, capsys
+):
+    """Before: "every row failed (2 of 2; they will be retried)" when both judgments were recorded as skipped."""
+    owner = owners.create(KNOWLEDGE[:2])
+    run_id = seed_queued_judgments(db_url, owner, 2)
+    set_settings(db_url, max_attempts=1)
+    assert worker_cli(monkeypatch, worker_url, key="sk-nobody-answers") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("zm-roi: every row failed (2 of 2) and none is queued again"), err
+    assert "will be retried" not in err[-1]
+    skipped = fetch(db_url, "select count(*) as n from roi.verdicts where run_id = %s and skipped", (run_id,))
+    assert skipped == [{"n": 2}]
 
 
 @pytest.mark.parametrize(

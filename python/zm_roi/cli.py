@@ -9,6 +9,7 @@ from pathlib import Path
 
 from zm_roi import localdb, settings
 from zm_roi.errors import UserError, database_errors
+from zm_roi.queries import query
 
 DASHBOARD_PORT = 8787
 
@@ -39,8 +40,9 @@ def running_cluster(config: settings.Settings) -> localdb.Cluster:
     return cluster
 
 
-def db_up(config: settings.Settings, quiet: bool = False) -> localdb.Cluster:
-    """Create, start and migrate the embedded database; a second call changes nothing."""
+def db_up(config: settings.Settings, quiet: bool = False, keep_mode: bool = False) -> localdb.Cluster:
+    """Create, start and migrate the embedded database; a second call changes nothing. With
+    `keep_mode` (the demo) ZM_EXTRACTOR applies to a new database only."""
     say = (lambda *_: None) if quiet else (lambda text: print(text, flush=True))
     cluster = embedded_cluster(config)
     root = localdb.project_root()
@@ -63,10 +65,10 @@ def db_up(config: settings.Settings, quiet: bool = False) -> localdb.Cluster:
     say("applying the compatibility layer and migrations (supabase db push)")
     fresh = not localdb.has_benchmark_schema(cluster.url())
     localdb.prepare_database(cluster, root)
-    # The mode is the user's: set on a new database (deterministic unless ZM_EXTRACTOR says otherwise)
-    # or when ZM_EXTRACTOR is given; otherwise whatever `zm-roi configure` last wrote stays.
-    if fresh or config.extractor_explicit:
-        localdb.set_extractor(cluster.url(), config.extractor if config.extractor_explicit else "deterministic")
+    # The mode is the user's: set on a new database (EMBEDDED_FIRST_MODE unless ZM_EXTRACTOR says
+    # otherwise) or when ZM_EXTRACTOR is given; otherwise whatever `zm-roi configure` last wrote stays.
+    if fresh or (config.extractor and not keep_mode):
+        localdb.set_extractor(cluster.url(), config.extractor or localdb.EMBEDDED_FIRST_MODE)
     say(f"ready: {cluster.url()} (extractor: {localdb.get_extractor(cluster.url())})")
     return cluster
 
@@ -95,7 +97,7 @@ def cmd_db(args: argparse.Namespace, config: settings.Settings) -> None:
         if not args.yes and not confirm(f"delete every memory and result in {cluster.home}?"):
             raise UserError("reset cancelled (pass --yes to skip the question)")
         cluster.destroy()
-        print(f"removed {cluster.home}")
+        print(f"removed the database in {cluster.home}")
         db_up(config)
 
 
@@ -112,14 +114,17 @@ def db_status(cluster: localdb.Cluster) -> None:
 
 
 def cmd_configure(args: argparse.Namespace, config: settings.Settings) -> None:
-    """With --extractor or --recall-function, write that; bare, print the current settings and change nothing."""
+    """With --extractor or --recall-function, write that; bare, print every setting it writes and change nothing."""
     url = database_url(config)
+    bare = not (args.extractor or args.recall_function)
     if args.recall_function:
         print(f"recall function: {localdb.set_recall_function(url, args.recall_function)}")
     if args.extractor:
         localdb.set_extractor(url, args.extractor)
-    if args.extractor or not args.recall_function:
+    if args.extractor or bare:
         print(f"extractor: {localdb.get_extractor(url)}")
+    if bare:
+        print(f"recall function: {localdb.get_recall_function(url)}")
 
 
 def cmd_import(args: argparse.Namespace, config: settings.Settings) -> None:
@@ -147,10 +152,10 @@ def cmd_recall(args: argparse.Namespace, config: settings.Settings) -> None:
 
         from zm_roi.recall import recall_hits
 
-        hits = recall_hits(database_url(config), args.question, args.user, args.project, args.limit)
+        hits = recall_hits(database_url(config), args.question, args.user, args.project, args.limit, args.team)
         print(json.dumps(hits, indent=2, ensure_ascii=False))
     else:
-        print_recall(database_url(config), args.question, args.user, args.project, args.limit)
+        print_recall(database_url(config), args.question, args.user, args.project, args.limit, args.team)
 
 
 def embedder_database_url(config: settings.Settings) -> str:
@@ -192,10 +197,19 @@ def cmd_worker(args: argparse.Namespace, config: settings.Settings) -> None:
         timeout_seconds=config.model_timeout_seconds,
         concurrency=config.worker_concurrency,
     )
-    worker = run_worker(worker_database_url(config), worker_config, once=args.once)
+    url = worker_database_url(config)
+    worker = run_worker(url, worker_config, once=args.once)
     if worker.failed and not worker.succeeded:
+        # A row that failed for the last time is given up on (a judgment recorded as skipped, a probe
+        # retired, a spot-check dropped) and leaves the queue: only what is still queued is retried.
+        with localdb.connect(url) as conn:
+            queued = conn.execute(query("worker_queue_state")).fetchone()[1]
+        failed = f"every row failed ({worker.failed} of {worker.handled})"
+        if queued:
+            raise UserError(f"{failed}; {queued} still queued will be retried: see the reasons above")
         raise UserError(
-            f"every row failed ({worker.failed} of {worker.handled}; they will be retried): see the reasons above"
+            f"{failed} and none is queued again: each was given up on (a judgment recorded as skipped, "
+            "a probe retired, a spot-check dropped); see the reasons above"
         )
 
 
@@ -241,7 +255,6 @@ def make_transport(config: settings.Settings):
 
 def cmd_token(args: argparse.Namespace, config: settings.Settings) -> None:
     from zm_roi import tokens, transport
-    from zm_roi.queries import query
 
     if not config.db_url:
         running_cluster(config)
@@ -325,7 +338,9 @@ def build_parser() -> argparse.ArgumentParser:
     recall = sub.add_parser("recall", help="recall memories for a question as a user would")
     recall.add_argument("question")
     recall.add_argument("--user", required=True, metavar="EMAIL")
-    recall.add_argument("--project", metavar="NAME")
+    pinned = recall.add_mutually_exclusive_group()
+    pinned.add_argument("--project", metavar="NAME", help="pin to this project plus the user's personal layer")
+    pinned.add_argument("--team", metavar="NAME", help="pin to this team plus the user's personal layer")
     recall.add_argument(
         "--limit", type=bounded_int(1, 100, "a number of memories"), default=5, help="1 to 100 (default: 5)"
     )

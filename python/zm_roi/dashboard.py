@@ -7,6 +7,7 @@ sparkline are inline, and the page's content security policy forbids loading any
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import cache
@@ -16,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import jinja2
 
 from zm_roi import diagnostics
+from zm_roi.diagnostics import percent
 from zm_roi.errors import UserError, database_errors
 from zm_roi.transport import Transport
 
@@ -32,10 +34,6 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-
-
-def pct(rate) -> int | None:
-    return None if rate is None else round(float(rate) * 100)
 
 
 def when(stamp: str | None, style: str = "%-d %b %Y, %H:%M UTC") -> str:
@@ -70,8 +68,10 @@ def sparkline(trend: list, changed: list[bool] | None = None) -> dict | None:
     area = f"M{points[0][0]:.1f},{bottom} L" + " L".join(f"{x:.1f},{y:.1f}" for x, y in points)
     area += f" L{points[-1][0]:.1f},{bottom} Z"
     marks = [point for point, mark in zip(points, changed or [], strict=False) if mark]
+    flags = changed or [False] * len(rates)
     label = "Exclusive rate of completed runs, oldest first: " + ", ".join(
-        f"{pct(r)}%{' (judge changed)' if (changed or [False] * len(rates))[i] else ''}" for i, r in enumerate(rates)
+        diagnostics.percent_text(rate) + (" (judge changed)" if flag else "")
+        for rate, flag in zip(rates, flags, strict=False)
     )
     return {
         "width": SPARK_WIDTH,
@@ -103,22 +103,24 @@ def explained(run: dict | None, breakdown: list[dict]) -> dict | None:
 
 def view_model(tile: dict | None, runs: list[dict], breakdown: list[dict] | None = None) -> dict:
     """Everything the template shows, already formatted; no logic left for the template but layout."""
-    tile = tile or {"state": "invite", "hint": ""}
-    latest = runs[0] if runs else None
-    rate = pct(tile.get("exclusive_rate"))
-    scored = diagnostics.scored_run(runs) if rate is not None else None
+    if tile is None:
+        # The view has a row for every signed-in caller; none means the API hid it (not our words to invent).
+        raise UserError("the tile view returned no row for this token: is public.roi_benchmark_tile exposed?")
+    rate = percent(tile.get("exclusive_rate"))
     return {
         "state": tile["state"],
         "has_score": rate is not None,
         "rate": rate,
-        "low": pct(tile.get("exclusive_rate_low")),
-        "high": pct(tile.get("exclusive_rate_high")),
+        "low": percent(tile.get("exclusive_rate_low")),
+        "high": percent(tile.get("exclusive_rate_high")),
         "hint": tile.get("hint") or "",
+        "headline": tile.get("headline"),
+        "explanation": tile.get("explanation"),
+        "note": tile.get("note"),
         "caveat": tile.get("caveat"),
         "exclusive_count": tile.get("exclusive_count"),
         "judged_count": tile.get("judged_count"),
         "judging": tile["state"] == "judging",
-        "judging_probes": latest["probe_count"] if latest and latest["status"] == "judging" else None,
         "latest_run_at": when(tile.get("latest_run_at")),
         "sparkline": sparkline(tile.get("trend") or [], judge_changes(runs, tile.get("trend") or [])),
         "runs": [
@@ -130,15 +132,16 @@ def view_model(tile: dict | None, runs: list[dict], breakdown: list[dict] | None
                 "judged": run["judged_count"],
                 "skipped": run["skipped_count"],
                 "exclusive": run["exclusive_count"],
-                "rate": pct(run.get("exclusive_rate")),
-                # Which recall produced the run (function name; the embedding model in the tooltip).
-                "recall": (run.get("recall_function") or "").split("(")[0] or None,
+                "rate": percent(run.get("exclusive_rate")),
+                # Which recall produced the run (the embedding model in the tooltip), in parts a narrow
+                # card may break after (dots, underscores).
+                "recall_parts": re.findall(r"[^._]+[._]?", (run.get("recall_function") or "").split("(")[0]),
                 "embedding_model": run.get("embedding_model") or "no embeddings: lexical only",
             }
             for run in runs[:RECENT_RUNS]
         ],
         "more_runs": max(0, len(runs) - RECENT_RUNS),
-        "diagnostics": explained(scored, breakdown or []),
+        "diagnostics": explained(diagnostics.scored_run(tile, runs), breakdown or []),
         "rendered_at": datetime.now(UTC).strftime("%-d %b %Y, %H:%M UTC"),
     }
 

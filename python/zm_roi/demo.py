@@ -15,16 +15,20 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
 
 from zm_roi import dashboard, embeddings, localdb, tokens
 from zm_roi.backfill import backfill
+from zm_roi.diagnostics import percent_text
 from zm_roi.errors import UserError
+from zm_roi.identity import act_as, claims_for
 from zm_roi.importer import MemoryLine, Target, insert_memories
 from zm_roi.queries import query
-from zm_roi.recall import print_recall, recall_as
+from zm_roi.recall import print_recall, recall_in
 from zm_roi.settings import Settings
 from zm_roi.transport import LocalTransport
 
@@ -123,12 +127,11 @@ def describe_tile(tile: dict) -> list[str]:
     """The tile as public.roi_benchmark_tile words it: state, hint and (deterministic mode) its caveat."""
     if tile.get("exclusive_rate") is None:
         return [f"  state: {tile['state']}", f"  {tile['hint']}"]
-    rate = round(float(tile["exclusive_rate"]) * 100)
-    low, high = (round(float(tile[key]) * 100) for key in ("exclusive_rate_low", "exclusive_rate_high"))
-    trend = ", ".join(f"{round(float(r) * 100)}%" for r in tile["trend"])
+    rate, low, high = (percent_text(tile[f"exclusive_rate{end}"]) for end in ("", "_low", "_high"))
+    trend = ", ".join(percent_text(r) for r in tile["trend"])
     lines = [
         "  Only memory knows",
-        f"  exclusive rate: {rate}%  (95% interval {low}–{high}%)",
+        f"  exclusive rate: {rate}  (95% interval {low.rstrip('%')}–{high})",
         f"  {tile['hint']}",
         f"  trend of completed runs: {trend}",
     ]
@@ -137,53 +140,65 @@ def describe_tile(tile: dict) -> list[str]:
     return lines
 
 
-def paraphrase_hits(db_url: str) -> int:
-    """How many of the paraphrased questions find their memory in the top 3, with the configured recall."""
+def paraphrase_hits(conn: psycopg.Connection) -> int:
+    """How many of the paraphrased questions find their memory in the top 3, with the recall function
+    `conn`'s transaction sees."""
     lines = [json.loads(line) for line in PARAPHRASES.read_text(encoding="utf-8").splitlines()]
     return sum(
-        any(row[3] == line["title"] for row in recall_as(db_url, line["question"], DEMO_USER, "checkout-api", 3))
+        any(row[3] == line["title"] for row in recall_in(conn, line["question"], DEMO_USER, "checkout-api", 3))
         for line in lines
     )
 
 
-def comparison_token(cluster: localdb.Cluster, db_url: str) -> str:
-    with psycopg.connect(db_url) as conn:
-        user_id = conn.execute(query("user_id_by_email"), {"email": COMPARISON_USER}).fetchone()[0]
-    return tokens.mint(cluster.jwt_secret(), user_id, COMPARISON_USER, ttl=900)
+@contextmanager
+def measured_with(db_url: str, recall_function: str) -> Iterator[psycopg.Connection]:
+    """A superuser transaction in which the benchmark calls `recall_function`. The setting is put back
+    before the transaction commits, so no other session (another user's benchmark, the upkeep job)
+    ever sees it, and whatever the deployment configured stays configured."""
+    with localdb.connect(db_url) as conn, conn.transaction():
+        configured = conn.execute(query("get_recall_function")).fetchone()[0]
+        conn.execute(query("configure_recall"), {"name": recall_function})
+        yield conn
+        conn.execute(query("restore_recall_function"), {"recall_function": configured})
+
+
+def benchmark_in(conn: psycopg.Connection, user_id, email: str) -> dict:
+    """public.benchmark_memory() as `email` inside `conn`'s transaction (the claims PostgREST would set)."""
+    act_as(conn, claims_for(user_id, email), "/rpc/benchmark_memory")
+    result = conn.execute(query("benchmark_memory")).fetchone()[0]
+    conn.execute(query("back_to_login_role"))
+    return result
 
 
 def compare_recalls(cluster: localdb.Cluster, db_url: str, llm: bool) -> None:
     """One run through the lexical recall, then the probe questions are embedded (`zm-roi embed`, as
     roi_embedder) and one run goes through the hybrid; then paraphrased questions through both. (LLM
-    mode compares the paraphrases only: its runs wait for the worker's verdicts.)"""
-    transport = LocalTransport(db_url, cluster.jwt_secret(), comparison_token(cluster, db_url))
+    mode compares the paraphrases only: its runs wait for the worker's verdicts.) Each recall is set
+    for its own transaction only (measured_with), so the settings stay as the demo found them."""
+    with psycopg.connect(db_url) as conn:
+        leo = conn.execute(query("user_id_by_email"), {"email": COMPARISON_USER}).fetchone()[0]
+    secret = cluster.jwt_secret()
+    transport = LocalTransport(db_url, secret, tokens.mint(secret, leo, COMPARISON_USER, ttl=900))
+    total = sum(1 for _ in PARAPHRASES.read_text(encoding="utf-8").splitlines())
+    found = {}
     if llm:
-        found = {}
-        try:
-            localdb.set_recall_function(db_url, LEXICAL)
-            found[LEXICAL] = paraphrase_hits(db_url)
-        finally:
-            localdb.set_recall_function(db_url, HYBRID)
-        found[HYBRID] = paraphrase_hits(db_url)
-        total = sum(1 for _ in PARAPHRASES.read_text(encoding="utf-8").splitlines())
+        for name in (LEXICAL, HYBRID):
+            with measured_with(db_url, name) as conn:
+                found[name] = paraphrase_hits(conn)
         for name, hits in found.items():
             print(f"      {name:<22} paraphrases in top 3: {hits} of {total}")
         return
+    with measured_with(db_url, LEXICAL) as conn:
+        benchmark_in(conn, leo, COMPARISON_USER)
+        found[LEXICAL] = paraphrase_hits(conn)
     model = embeddings.configured_model()
-    found = {}
-    try:
-        localdb.set_recall_function(db_url, LEXICAL)
-        transport.benchmark_memory()
-        found[LEXICAL] = paraphrase_hits(db_url)
-        if model is not None:
-            embedder = cluster.url(user="roi_embedder", password=localdb.EMBEDDER_PASSWORD)
-            backfill(embedder, model)
-    finally:
-        localdb.set_recall_function(db_url, HYBRID)
-    transport.benchmark_memory()
-    found[HYBRID] = paraphrase_hits(db_url)
+    if model is not None:
+        embedder = cluster.url(user="roi_embedder", password=localdb.EMBEDDER_PASSWORD)
+        backfill(embedder, model)
+    with measured_with(db_url, HYBRID) as conn:
+        benchmark_in(conn, leo, COMPARISON_USER)
+        found[HYBRID] = paraphrase_hits(conn)
     runs = transport.runs()[:2]
-    total = sum(1 for _ in PARAPHRASES.read_text(encoding="utf-8").splitlines())
     print("      recall                 questions embedded by               found by recall   paraphrases in top 3")
     for run in reversed(runs):
         name = run["recall_function"].split("(")[0]
@@ -199,7 +214,8 @@ def run_demo(config: Settings, db_up) -> Path:
     """The six steps; returns the dashboard page it wrote."""
     started = time.monotonic()
     step(1, "starting the embedded database (PostgreSQL 15 + pg_cron, migrations via the Supabase CLI)")
-    cluster: localdb.Cluster = db_up(config, quiet=True)
+    # The mode is the database's: ZM_EXTRACTOR picks it for a new database only (keep_mode).
+    cluster: localdb.Cluster = db_up(config, quiet=True, keep_mode=True)
     db_url = cluster.url()
     llm = localdb.get_extractor(db_url) == "llm"
 

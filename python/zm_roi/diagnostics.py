@@ -13,9 +13,25 @@ SCOPE_ORDER = ("personal", "project", "team")
 DIMENSIONS = (("kind", "By kind", KIND_ORDER), ("scope", "By layer", SCOPE_ORDER))
 
 
-def scored_run(runs: list[dict]) -> dict | None:
-    """The run the tile's score comes from: the newest completed run with a judged question."""
-    return next((r for r in runs if r.get("status") == "complete" and (r.get("judged_count") or 0) > 0), None)
+def scored_run(tile: dict | None, runs: list[dict]) -> dict | None:
+    """The run the tile's score comes from, as the tile names it (`scored_run_id`): the view alone
+    decides which run that is."""
+    wanted = (tile or {}).get("scored_run_id")
+    return next((r for r in runs if wanted is not None and r.get("run_id") == wanted), None)
+
+
+def percent(rate) -> int | None:
+    """A rate (0..1) as a whole percent, rounded half up as people do by hand (0.625 is 63): the one
+    place every client turns a rate into a percent."""
+    if rate is None:
+        return None
+    return int((Decimal(str(rate)) * 100).quantize(Decimal("1"), rounding=ROUND_HALF_UP))
+
+
+def percent_text(rate) -> str:
+    """`percent()` with its sign, or a dash for no rate (never a misleading 0%)."""
+    shown = percent(rate)
+    return "—" if shown is None else f"{shown}%"
 
 
 def _count(value: int, noun: str) -> str:
@@ -131,13 +147,12 @@ def breakdown_groups(rows: list[dict], run_id: str) -> list[dict]:
         bars = []
         for value in [v for v in order if v in mine] + sorted(set(mine) - set(order)):
             row = mine[value]
-            rate = row.get("exclusive_rate")
             bars.append(
                 {
                     "value": value,
                     "judged": row.get("judged_count") or 0,
                     "exclusive": row.get("exclusive_count") or 0,
-                    "rate": None if rate is None else round(float(rate) * 100),
+                    "rate": percent(row.get("exclusive_rate")),
                 }
             )
         if bars:

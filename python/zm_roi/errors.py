@@ -49,7 +49,7 @@ def database_error(exc: psycopg.Error) -> UserError:
     if state == "28P01" or "password authentication failed" in message:
         return UserError(f"the database refused the login ({message}): check the user and password in ZM_DB_URL")
     if not state and isinstance(exc, psycopg.OperationalError):
-        return UserError(f"cannot reach the database ({message}); is it up? try `zm-roi db up`")
+        return UserError(_unreachable(exc, message))
     if not state and _from_connection_string(exc):
         return UserError(f"the database connection settings are not usable ({message}): check ZM_DB_URL")
     if not state:
@@ -81,6 +81,33 @@ def database_errors() -> Iterator[None]:
         yield
     except psycopg.Error as exc:
         raise database_error(exc) from None
+
+
+def _unreachable(exc: psycopg.OperationalError, message: str) -> str:
+    """What a failed connection means. `zm-roi db up` only manages the embedded database, which always
+    listens on 127.0.0.1: it is the advice for a local address alone, never for a missing database
+    (db up makes `postgres` only) or another host."""
+    pgconn = exc.pgconn
+    host, port, dbname = (
+        ((value or b"").decode(errors="replace") for value in (pgconn.host, pgconn.port, pgconn.db))
+        if pgconn is not None
+        else ("", "", "")
+    )
+    where = f" at {host}:{port}" if host else ""
+    if dbname and f'database "{dbname}" does not exist' in message:
+        return (
+            f"the database server{where} has no database {dbname!r} ({message}): create it, "
+            "or name an existing database in ZM_DB_URL"
+        )
+    if host in ("", "127.0.0.1", "localhost", "::1"):
+        return (
+            f"cannot reach the database{where} ({message}); is it up? For the embedded database run "
+            "`zm-roi db up`; otherwise start your PostgreSQL or fix ZM_DB_URL"
+        )
+    return (
+        f"cannot reach the database{where} ({message}): check the host and port in ZM_DB_URL, and that "
+        "the server runs and accepts connections from this machine"
+    )
 
 
 def _from_connection_string(exc: psycopg.Error) -> bool:

@@ -7,6 +7,7 @@ the unprivileged `postgres` OS user that Debian's packages create.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import secrets
@@ -30,6 +31,9 @@ WORKER_PASSWORD = "roi_worker"  # noqa: S105
 EMBEDDER_PASSWORD = "roi_embedder"  # noqa: S105
 SERVER_USER = "postgres"
 DEBIAN_PG_BINDIR = "/usr/lib/postgresql/15/bin"
+# The mode a new embedded database starts in: offline-first, so the demo and the quick start need no
+# model key. (A database built by the migrations alone starts in roi.settings' column default, llm.)
+EMBEDDED_FIRST_MODE = "deterministic"
 # Seconds a connection waits before giving up on a peer that accepts and never answers (the CLI also
 # makes it the PGCONNECT_TIMEOUT default for the tools it starts).
 CONNECT_TIMEOUT = 10
@@ -267,8 +271,14 @@ class Cluster:
             self._run_server_tool("pg_ctl", "stop", "-w", "-m", mode, "-D", str(self.pgdata))
 
     def destroy(self) -> None:
+        """Stop the cluster and remove what `create()` and `start()` made; the folder itself (and
+        anything else the user keeps in it) stays, and goes only when nothing else is left."""
         self.stop("immediate")
-        shutil.rmtree(self.home, ignore_errors=True)
+        shutil.rmtree(self.pgdata, ignore_errors=True)
+        for made in (self.jwt_secret_file, self.log_file, self.home / ".pwfile"):
+            made.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # not empty (the user's files), or already gone
+            self.home.rmdir()
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
@@ -405,6 +415,11 @@ def has_benchmark_schema(url: str) -> bool:
 def get_extractor(url: str) -> str:
     with connect(url) as conn:
         return conn.execute(query("get_extractor")).fetchone()[0]
+
+
+def get_recall_function(url: str) -> str:
+    with connect(url) as conn:
+        return conn.execute(query("get_recall_function")).fetchone()[0]
 
 
 def upkeep_report(url: str) -> str:

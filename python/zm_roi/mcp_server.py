@@ -16,6 +16,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from zm_roi import diagnostics
+from zm_roi.diagnostics import percent_text
 from zm_roi.errors import UserError, database_errors
 from zm_roi.transport import Transport
 
@@ -28,8 +29,9 @@ INSTRUCTIONS = (
 
 BENCHMARK_DESCRIPTION = """\
 Run the memory ROI benchmark for the signed-in user: "what would you lose without memory?".
-It asks about 20 questions drawn from the user's own stored decisions, gotchas and conventions,
-recalls each one as the user, and has a judge decide which ones only memory could answer.
+It asks questions drawn from the user's own stored decisions, gotchas and conventions (up to the
+deployment's pool target, a setting), recalls each one as the user,
+and has a judge decide which ones only memory could answer.
 Statuses:
 - generating: the question pool is still being built (ready of target). Call benchmark_memory again
   in about a minute.
@@ -43,7 +45,8 @@ RESULTS_DESCRIPTION = """\
 The user's "Only memory knows" tile: the share of benchmark questions their memory answered that a
 bare agent could not (the exclusive rate, with its 95% interval), how many were judged, the trend over
 completed runs, and whether a run is still being judged (state judging) or finished with no question
-judged (state no_score: call benchmark_memory again). In deterministic mode `caveat` says which figure
+judged (state no_score: no rate, even after an earlier score; call benchmark_memory again). `hint` says
+what the count is ("N of M questions only memory answered"). In deterministic mode `caveat` says which figure
 is bounded in which direction. `diagnostics` explains the scored run: whether
 search surfaced each question's source memory (count, MRR, median rank, agreement with the judge), the
 rate by kind and by layer, the paired change against the previous run (with an exact sign test), what
@@ -129,6 +132,10 @@ class TileResult(BaseModel):
     latest_run_at: str | None = None
     trend: list[float] = Field(default_factory=list, description="exclusive rates of completed runs, oldest first")
     caveat: str | None = Field(None, description="what deterministic mode's figures bound; null in LLM mode")
+    scored_run_id: str | None = Field(None, description="the run the rate comes from; null without a rate")
+    headline: str | None = Field(None, description="the tile's large line in a state without a rate")
+    explanation: str | None = Field(None, description="the sentence under it")
+    note: str | None = Field(None, description="set while a newer run is being judged")
     message: str = Field(description="one plain sentence for the user")
     diagnostics: RunDiagnostics | None = Field(None, description="what explains the scored run; null before one")
 
@@ -150,28 +157,16 @@ def benchmark_sentence(result: dict) -> str:
     return result.get("message") or "There is nothing in your memory to benchmark yet."
 
 
-def percent(rate: float | None) -> str:
-    return "—" if rate is None else f"{round(float(rate) * 100)}%"
-
-
 def tile_sentence(tile: dict) -> str:
     """The tile's own wording (public.roi_benchmark_tile says it; this only strings it together)."""
     if tile.get("exclusive_rate") is None:
         return tile["hint"]
-    sentence = (
-        f"Only memory knows {percent(tile['exclusive_rate'])} "
-        f"(95% interval {percent(tile.get('exclusive_rate_low'))}–{percent(tile.get('exclusive_rate_high'))}): "
-        f"{tile['hint']}."
-    )
-    if tile["state"] == "judging":
-        sentence += " A newer run is still being judged."
-    if tile.get("caveat"):
-        sentence += f" {tile['caveat']}"
+    low, high = (percent_text(tile.get(key)) for key in ("exclusive_rate_low", "exclusive_rate_high"))
+    sentence = f"Only memory knows {percent_text(tile['exclusive_rate'])} (95% interval {low}–{high}): {tile['hint']}."
+    for extra in (tile.get("note"), tile.get("caveat")):
+        if extra:
+            sentence += f" {extra}"
     return sentence
-
-
-def empty_tile() -> dict:
-    return {"state": "invite", "hint": "Ask your agent to run benchmark_memory to see what only your memory knows."}
 
 
 def build_server(make_transport: Callable[[], Transport]) -> MCPServer:
@@ -181,7 +176,10 @@ def build_server(make_transport: Callable[[], Transport]) -> MCPServer:
     def read_tile() -> dict:
         transport = make_transport()
         with database_errors():
-            tile = transport.tile() or empty_tile()
+            tile = transport.tile()
+        if tile is None:
+            # The view has a row for every signed-in caller; none means the API hid it (not our words to invent).
+            raise UserError("the tile view returned no row for this token: is public.roi_benchmark_tile exposed?")
         tile = {key: tile.get(key) for key in TileResult.model_fields if key not in ("message", "diagnostics")}
         tile["trend"] = [float(rate) for rate in tile.get("trend") or []]
         return {**tile, "message": tile_sentence(tile), "diagnostics": read_diagnostics(transport, tile)}
@@ -252,7 +250,7 @@ def read_diagnostics(transport: Transport, tile: dict) -> dict | None:
     """The scored run's diagnostics and breakdown, or None before a run was scored."""
     if tile.get("exclusive_rate") is None:
         return None
-    run = diagnostics.scored_run(transport.runs())
+    run = diagnostics.scored_run(tile, transport.runs())
     if run is None:
         return None
     rows = [row for row in transport.breakdown() if row.get("run_id") == run["run_id"]]

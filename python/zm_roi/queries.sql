@@ -79,6 +79,10 @@ select set_config('role', %(role)s, true),
        set_config('request.method', 'POST', true),
        set_config('request.path', %(path)s, true);
 
+-- After a statement run as a user on a superuser connection: its own role again, same transaction.
+-- name: back_to_login_role
+reset role;
+
 -- name: recall
 select memory_id, kind, scope, title, body, score
 from roi.configured_recall(%(query)s, %(project_id)s, %(team_id)s, %(match_count)s, false,
@@ -98,6 +102,13 @@ update roi.settings set extractor = %(extractor)s returning extractor;
 
 -- name: get_extractor
 select extractor from roi.settings;
+
+-- name: get_recall_function
+select recall_function from roi.settings;
+
+-- The demo measures a recall function for one transaction: it puts the setting back before committing.
+-- name: restore_recall_function
+update roi.settings set recall_function = %(recall_function)s;
 
 -- Run as the token's user (after act_as_user): RLS lets a user see their own auth.users row only.
 -- name: caller_exists

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import textwrap
 
+import psycopg
+
 from zm_roi import embeddings, localdb
 from zm_roi.errors import UserError, nearest_name
 from zm_roi.identity import act_as, claims_for
@@ -16,49 +18,71 @@ from zm_roi.queries import query
 MAX_QUESTION = 2_000
 
 
-def recall_as(db_url: str, question: str, email: str, project: str | None, limit: int) -> list[tuple]:
+def recall_as(
+    db_url: str, question: str, email: str, project: str | None, limit: int, team: str | None = None
+) -> list[tuple]:
+    with localdb.connect(db_url) as conn, conn.transaction():
+        return recall_in(conn, question, email, project, limit, team)
+
+
+def _pin(conn: psycopg.Connection, what: str, name: str | None):
+    """The id of the project or team named `name` (None for no pin), refused with the nearest name."""
+    if not name:
+        return None
+    found = conn.execute(query(f"{what}_id_by_name"), {"name": name}).fetchone()
+    if found is None:
+        names = [existing for (existing,) in conn.execute(query(f"{what}_names")).fetchall()]
+        near = nearest_name(name, names)
+        raise UserError(f"no {what} named {name!r}" + (f"; did you mean {near!r}?" if near else ""))
+    return found[0]
+
+
+def recall_in(
+    conn: psycopg.Connection, question: str, email: str, project: str | None, limit: int, team: str | None = None
+) -> list[tuple]:
+    """recall_as() inside the caller's transaction on a superuser connection, which is back in its own
+    role afterwards (the demo measures a recall function it sets for one transaction alone). Pinned to
+    `project` or `team` (plus the personal layer) as a probe sourced there is, or to nothing."""
     if not 1 <= limit <= 100:
         raise UserError(f"--limit must be between 1 and 100, not {limit}")
-    with localdb.connect(db_url) as conn, conn.transaction():
-        row = conn.execute(query("user_id_by_email"), {"email": email}).fetchone()
-        if row is None:
-            raise UserError(f"no user {email}: import memories for them first")
-        project_id = None
-        if project:
-            found = conn.execute(query("project_id_by_name"), {"name": project}).fetchone()
-            if found is None:
-                names = [name for (name,) in conn.execute(query("project_names")).fetchall()]
-                near = nearest_name(project, names)
-                raise UserError(f"no project named {project!r}" + (f"; did you mean {near!r}?" if near else ""))
-            project_id = found[0]
-        vector = None
-        model = embeddings.configured_model()
-        if model is not None:
-            embedded = embeddings.embed([question], as_query=True, model=model)
-            vector = embeddings.literal(embedded.vectors[0])
-            conn.execute(
-                query("record_embedding_usage"),
-                {"owner_id": row[0], "model": model, "probe_id": None, "input_tokens": embedded.input_tokens},
-            )
-        act_as(conn, claims_for(row[0], email))
-        return conn.execute(
-            query("recall"),
-            {"query": question, "project_id": project_id, "team_id": None, "match_count": limit, "embedding": vector},
-        ).fetchall()
+    row = conn.execute(query("user_id_by_email"), {"email": email}).fetchone()
+    if row is None:
+        raise UserError(f"no user {email}: import memories for them first")
+    project_id, team_id = _pin(conn, "project", project), _pin(conn, "team", team)
+    vector = None
+    model = embeddings.configured_model()
+    if model is not None:
+        embedded = embeddings.embed([question], as_query=True, model=model)
+        vector = embeddings.literal(embedded.vectors[0])
+        conn.execute(
+            query("record_embedding_usage"),
+            {"owner_id": row[0], "model": model, "probe_id": None, "input_tokens": embedded.input_tokens},
+        )
+    act_as(conn, claims_for(row[0], email))
+    hits = conn.execute(
+        query("recall"),
+        {"query": question, "project_id": project_id, "team_id": team_id, "match_count": limit, "embedding": vector},
+    ).fetchall()
+    conn.execute(query("back_to_login_role"))
+    return hits
 
 
-def recall_hits(db_url: str, question: str, email: str, project: str | None, limit: int) -> list[dict]:
+def recall_hits(
+    db_url: str, question: str, email: str, project: str | None, limit: int, team: str | None = None
+) -> list[dict]:
     """The hits as `zm-roi recall --json` prints them, best first."""
     return [
         {"memory_id": str(memory_id), "kind": kind, "scope": scope, "title": title, "score": score, "rank": rank}
         for rank, (memory_id, kind, scope, title, _, score) in enumerate(
-            recall_as(db_url, question, email, project, limit), start=1
+            recall_as(db_url, question, email, project, limit, team), start=1
         )
     ]
 
 
-def print_recall(db_url: str, question: str, email: str, project: str | None, limit: int) -> None:
-    rows = recall_as(db_url, question, email, project, limit)
+def print_recall(
+    db_url: str, question: str, email: str, project: str | None, limit: int, team: str | None = None
+) -> None:
+    rows = recall_as(db_url, question, email, project, limit, team)
     print(f"recall for {email}: {question}")
     if not rows:
         print("  (nothing visible to this user matches)")

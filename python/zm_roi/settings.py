@@ -18,8 +18,10 @@ DEFAULT_OPERATOR_EMAIL = "operator@zm-roi.invalid"
 
 @dataclass(frozen=True)
 class Settings:
-    extractor: str
-    extractor_explicit: bool
+    # ZM_EXTRACTOR: the mode to write into roi.settings, or None. The mode lives in the database
+    # alone: a database built by the migrations starts in the column default (`llm`), a new embedded
+    # one in localdb.EMBEDDED_FIRST_MODE; nothing here holds a third default.
+    extractor: str | None
     db_url: str | None
     db_port: int
     db_home: Path | None
@@ -69,15 +71,14 @@ def _positive_integer(env: dict[str, str], name: str, default: int, most: int) -
 
 def load(environ: dict[str, str] | None = None) -> Settings:
     env = os.environ if environ is None else environ
-    extractor = env.get("ZM_EXTRACTOR", "llm").strip().lower() or "llm"
-    if extractor not in EXTRACTORS:
+    extractor = env.get("ZM_EXTRACTOR", "").strip().lower() or None
+    if extractor is not None and extractor not in EXTRACTORS:
         raise UserError(f"ZM_EXTRACTOR must be one of {', '.join(EXTRACTORS)}, not {extractor!r}")
     port_text = env.get("ZM_DB_PORT", "").strip() or str(DEFAULT_PORT)
     if not port_text.isdigit() or not 0 < int(port_text) < 65536:
         raise UserError(f"ZM_DB_PORT must be a port number, not {port_text!r}")
     return Settings(
         extractor=extractor,
-        extractor_explicit=bool(env.get("ZM_EXTRACTOR", "").strip()),
         db_url=env.get("ZM_DB_URL") or None,
         db_port=int(port_text),
         db_home=Path(env["ZM_DB_HOME"]) if env.get("ZM_DB_HOME") else None,

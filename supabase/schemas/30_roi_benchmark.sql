@@ -423,6 +423,31 @@ begin
 end
 $$;
 
+-- Fires when roi.settings switches deterministic → LLM: every owner's active probe whose question is
+-- its template question becomes pending again (question and embedding cleared), so the worker writes
+-- a real one; template questions quote the title, and an LLM-judged run carries no caveat. It runs
+-- as whoever writes the setting (`zm-roi configure`, the database owner), reads no memory, and wakes
+-- the worker.
+create function roi.hand_template_questions_to_writer() returns trigger
+  language plpgsql volatile security invoker set search_path = ''
+as $$
+declare
+  handed integer;
+begin
+  update roi.probes p
+  set state = 'pending', question = null, activated_at = null, question_embedding = null,
+      question_embedding_model = null, attempts = 0, run_after = now(), lease_until = null,
+      last_error = null
+  where p.state = 'active'
+    and p.question = roi.template_question(p.source_kind, p.source_title, p.source_body);
+  get diagnostics handed = row_count;
+  if handed > 0 then
+    perform pg_notify('roi_work', 'probe_generation');
+  end if;
+  return null;
+end
+$$;
+
 -- Retire up to `how_many` of the caller's longest-serving active probes after a completed run, and
 -- record the rotation once per run. The shared step of roi.rotate_pool() and roi.rotate_and_top_up().
 create function roi.retire_longest_serving(completed_run uuid, how_many integer) returns integer
@@ -1123,7 +1148,10 @@ group by x.run_id, d.dimension, d.value;
 -- sentence saying which figure the strict retrieval check bounds and in which direction. The
 -- dashboard, the MCP server and the demo render these columns; none of them re-derives them.
 -- States: invite (no run yet), judging (the latest run is still being judged), no_score (the latest
--- run finished and no run has a judged question: every question was skipped), ready (a score).
+-- run finished with every question skipped: no rate, even after an earlier score, which the trend
+-- keeps), ready (a score). `scored_run_id` is the one home of "the scored run": the newest complete
+-- run with a judged question, unless the latest run is no_score. `headline`, `explanation` and
+-- `note` are the tile's remaining words (the invite's explanation quotes roi.settings.pool_target).
 -- It names the run list's columns it was defined with: `select *` in a view is expanded once, when
 -- the view is created, and the run list has grown since.
 create view public.roi_benchmark_tile with (security_invoker = true) as
@@ -1140,6 +1168,7 @@ with me as (
          exclusive_rate_high
   from public.roi_benchmark_runs
   where status = 'complete' and judged_count > 0
+    and not exists (select from latest l where l.status = 'complete' and l.judged_count = 0)
   order by started_at desc limit 1
 ), trend as (
   select array_agg(exclusive_rate order by started_at) as rates
@@ -1163,8 +1192,7 @@ select case when latest.run_id is null then 'invite'
            format('None of the latest run''s %s questions could be judged: ask your agent to run '
                   'benchmark_memory again.', latest.probe_count)
          else
-           format('%s of %s questions a bare agent could not answer', scored.exclusive_count,
-                  scored.judged_count)
+           format('%s of %s questions only memory answered', scored.exclusive_count, scored.judged_count)
        end as hint,
        latest.run_id as latest_run_id,
        latest.started_at as latest_run_at,
@@ -1173,7 +1201,29 @@ select case when latest.run_id is null then 'invite'
          'In deterministic mode only the source memory counts as an answer, so search success is if '
          'anything under-counted, and no question is assumed answerable without memory, so this rate '
          'is an upper bound on what only memory knows.'
-       end as caveat
+       end as caveat,
+       scored.run_id as scored_run_id,
+       case
+         when latest.run_id is null then 'No benchmark yet'
+         when scored.run_id is null and latest.status = 'judging' then 'Judging…'
+         when scored.run_id is null and trend.rates is null then 'No score yet'
+         when scored.run_id is null then 'No score for the latest run'
+       end as headline,
+       case
+         when latest.run_id is null then
+           format('It asks about %s questions drawn from your own decisions, gotchas and conventions, '
+                  'and counts the ones your memory answers that a bare agent could not.',
+                  (select s.pool_target from roi.settings s))
+         when scored.run_id is null and latest.status = 'judging' then
+           'Your first score appears here once the verdicts land, usually within a minute or two.'
+         when scored.run_id is null and trend.rates is not null then
+           'Earlier scores stay in the trend and the run list; the tile shows only the latest run''s.'
+         when scored.run_id is not null then
+           'The share of questions from your own memory that memory answered and a bare agent could not.'
+       end as explanation,
+       case when scored.run_id is not null and latest.status = 'judging' then
+         format('A newer run of %s questions is being judged.', latest.probe_count)
+       end as note
 from me
 left join latest on true
 left join scored on true
@@ -1219,6 +1269,10 @@ create trigger run_judges_refuse_truncate before truncate on roi.run_judges
 create trigger recalls_note_outcomes after insert on roi.recalls
   referencing new table as recorded
   for each statement execute function roi.note_recall_outcomes();
+
+create trigger llm_mode_rewrites_template_questions after update of extractor on roi.settings
+  for each row when (old.extractor = 'deterministic' and new.extractor = 'llm')
+  execute function roi.hand_template_questions_to_writer();
 
 -- ============================================================================================
 -- Policies

@@ -58,7 +58,7 @@ select is(roi.wilson_bound(3, 4, false), 0.3006, 'Wilson lower bound for 3 of 4 
 select is(roi.wilson_bound(3, 4, true), 0.9544, 'Wilson upper bound for 3 of 4 is 0.9544');
 select is(roi.wilson_bound(0, 20, true), 0.1611, 'Wilson upper bound for 0 of 20 is 0.1611, not 0');
 select results_eq($$select state, hint from public.roi_benchmark_tile$$,
-  $$select 'ready', format('%s of 20 questions a bare agent could not answer', exclusive_count)
+  $$select 'ready', format('%s of 20 questions only memory answered', exclusive_count)
     from public.roi_benchmark_runs$$, 'the tile is ready with the hint sentence');
 select is((select cardinality(trend) from public.roi_benchmark_tile), 1, 'one completed run: a one-point trend');
 

@@ -61,6 +61,9 @@ insert into public.memories (author_id, scope, kind, title, body)
 select tests.user_id('keeper@upkeep.test'), 'personal', 'decision', 'Upkeep fresh ' || i, 'fresh ' || i
 from generate_series(1, 2) i;
 update roi.settings set extractor = 'llm', pool_target = 1;
+-- The switch handed the template question back to the writer: write one, as the worker would.
+update roi.probes set state = 'active', question = 'Q?', activated_at = now()
+where owner_id = tests.user_id('keeper@upkeep.test') and state = 'pending';
 select tests.authenticate_as('keeper@upkeep.test');
 create temporary table llm_run on commit drop as select (public.benchmark_memory() ->> 'run_id')::uuid as id;
 select tests.clear_authentication();
