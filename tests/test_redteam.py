@@ -135,7 +135,7 @@ def test_the_owner_reads_no_question_and_no_snapshot_without_the_gate(db_url, sc
     seen = everything_readable(db_url, claims_for(scene["owner"]))
     assert scene["sentinel"] in seen["public.memories"], "the owner does read their own memory"
     assert [name for name, text in seen.items() if scene["question"] in text] == []
-    assert seen["roi.probes"] == seen["roi.recalls"] == seen["roi.judgments"] == seen["roi.closed_book_queue"] == ""
+    assert seen["roi.probes"] == seen["roi.recalls"] == seen["roi.work"] == ""
     # The diagnostics reach the owner as aggregates and text-free facts: kind, scope, rank, counts.
     assert '"dimension":"scope","value":"personal"' in seen["public.roi_benchmark_breakdown"]
     assert '"source_rank":1' in seen["roi.recall_outcomes"]

@@ -20,7 +20,6 @@ from pathlib import Path
 import psycopg
 
 from zm_roi import dashboard, embeddings, localdb, tokens
-from zm_roi.backfill import backfill
 from zm_roi.errors import UserError
 from zm_roi.importer import MemoryLine, Target, insert_memories
 from zm_roi.queries import query
@@ -87,7 +86,7 @@ def ask_agent_tool(token: str) -> dict:
 
 
 def drain_worker() -> None:
-    """LLM mode only: let the worker write questions and verdicts for what is queued."""
+    """Let the worker do what is queued: questions and verdicts (LLM mode), question embeddings."""
     done = subprocess.run([sys.executable, "-m", "zm_roi.cli", "worker", "--once"])
     if done.returncode != 0:
         raise UserError(
@@ -153,9 +152,10 @@ def comparison_token(cluster: localdb.Cluster, db_url: str) -> str:
 
 
 def compare_recalls(cluster: localdb.Cluster, db_url: str, llm: bool) -> None:
-    """One run through the lexical recall, then the probe questions are embedded (`zm-roi embed`, as
-    roi_embedder) and one run goes through the hybrid; then paraphrased questions through both. (LLM
-    mode compares the paraphrases only: its runs wait for the worker's verdicts.)"""
+    """One run through the lexical recall, then the worker embeds the probe questions (`zm-roi worker
+    --once`: embedding a question needs no provider key) and one run goes through the hybrid; then
+    paraphrased questions through both. (LLM mode compares the paraphrases only: its runs wait for the
+    worker's verdicts.)"""
     transport = LocalTransport(db_url, cluster.jwt_secret(), comparison_token(cluster, db_url))
     if llm:
         found = {}
@@ -176,8 +176,7 @@ def compare_recalls(cluster: localdb.Cluster, db_url: str, llm: bool) -> None:
         transport.benchmark_memory()
         found[LEXICAL] = paraphrase_hits(db_url)
         if model is not None:
-            embedder = cluster.url(user="roi_embedder", password=localdb.EMBEDDER_PASSWORD)
-            backfill(embedder, model)
+            drain_worker()
     finally:
         localdb.set_recall_function(db_url, HYBRID)
     transport.benchmark_memory()

@@ -16,8 +16,8 @@
 -- carry no text; their owner reads them, which is what lets the security_invoker views aggregate.
 -- The retrieval figures need the source's rank among the surfaced results and the probe's kind and
 -- scope, so a trigger on roi.recalls copies those text-free facts into roi.recall_outcomes, which the
--- owner reads as they read verdicts. The closed-book queue carries ids only and is the worker's; its
--- results are booleans the owner reads. The bare model's answer is never stored.
+-- owner reads as they read verdicts. The work queue (roi.work, 50_roi_worker.sql) carries ids only;
+-- closed-book results are booleans the owner reads. The bare model's answer is never stored.
 
 create schema if not exists roi;
 revoke all on schema roi from public;
@@ -49,7 +49,7 @@ create table roi.settings (
 insert into roi.settings default values;
 
 -- A probe: one question about one source memory, for one owner, pinned where its truth lives.
--- Pending probes are also the generation queue (attempts, lease) in LLM mode.
+-- A pending probe waits for the worker to write its question (a write_question row in roi.work).
 create table roi.probes (
   id uuid primary key default gen_random_uuid(),
   owner_id uuid not null references auth.users (id) on delete cascade,
@@ -65,15 +65,13 @@ create table roi.probes (
   retired_reason text check (retired_reason in
     ('source_invalidated', 'source_unreachable', 'rotated', 'generation_failed')),
   runs_served integer not null default 0,
-  attempts integer not null default 0,
-  run_after timestamptz not null default now(),
-  lease_until timestamptz,
+  -- Why the worker gave up writing its question (a probe retired as 'generation_failed').
   last_error text,
   created_at timestamptz not null default now(),
   activated_at timestamptz,
   retired_at timestamptz,
-  -- The question's embedding and its model, for the semantic leg of recall: written by the worker
-  -- with the question it writes, or by the backfill (`zm-roi embed`) for templated questions.
+  -- The question's embedding and its model, for the semantic leg of recall: written by the worker,
+  -- with the question it writes or as embed_question work for a templated one.
   question_embedding extensions.vector(384),
   question_embedding_model text,
   unique (owner_id, memory_id),
@@ -106,20 +104,6 @@ create table roi.recalls (
 );
 -- Stored uncompressed: pglz on ~5.5 kB of jsonb cost every run ~1.7 ms (20261201080000).
 alter table roi.recalls alter column surfaced set storage external;
-
--- The judging queue (LLM mode): one row per probe of a run, claimed with a lease.
-create table roi.judgments (
-  id bigint generated always as identity primary key,
-  run_id uuid not null references roi.runs (id) on delete cascade,
-  probe_id uuid not null references roi.probes (id) on delete cascade,
-  owner_id uuid not null references auth.users (id) on delete cascade,
-  attempts integer not null default 0,
-  run_after timestamptz not null default now(),
-  lease_until timestamptz,
-  last_error text,
-  created_at timestamptz not null default now(),
-  unique (run_id, probe_id)
-);
 
 -- One verdict per probe of a run. Booleans and ids only: no memory text, so owners may read it.
 -- Skipped: the run timed out, the judge kept failing, the probe retired, or the database switched to
@@ -180,20 +164,6 @@ create table roi.recall_outcomes (
   primary key (run_id, probe_id)
 );
 
--- The spot-check queue (LLM mode): probes of a run to ask closed-book, claimed with a lease.
-create table roi.closed_book_queue (
-  id bigint generated always as identity primary key,
-  run_id uuid not null references roi.runs (id) on delete cascade,
-  probe_id uuid not null references roi.probes (id) on delete cascade,
-  owner_id uuid not null references auth.users (id) on delete cascade,
-  attempts integer not null default 0,
-  run_after timestamptz not null default now(),
-  lease_until timestamptz,
-  last_error text,
-  created_at timestamptz not null default now(),
-  unique (run_id, probe_id)
-);
-
 -- Whether the bare model (question only, no memory) answered as the ground truth does. Append-only.
 create table roi.closed_book_results (
   run_id uuid not null references roi.runs (id) on delete cascade,
@@ -208,13 +178,9 @@ create table roi.closed_book_results (
 -- Indexes
 -- ============================================================================================
 create index probes_owner_state_idx on roi.probes (owner_id, state);
-create index probes_pending_idx on roi.probes (run_after) where state = 'pending';
 create index runs_owner_started_idx on roi.runs (owner_id, started_at desc);
 create index recalls_probe_idx on roi.recalls (probe_id);
 create index recalls_owner_idx on roi.recalls (owner_id);
-create index judgments_ready_idx on roi.judgments (run_after);
-create index judgments_probe_idx on roi.judgments (probe_id);
-create index judgments_owner_idx on roi.judgments (owner_id);
 create index verdicts_owner_run_idx on roi.verdicts (owner_id, run_id);
 create index verdicts_probe_idx on roi.verdicts (probe_id);
 create index run_closures_owner_idx on roi.run_closures (owner_id);
@@ -222,9 +188,6 @@ create index rotations_owner_idx on roi.rotations (owner_id);
 create index pending_runs_owner_idx on roi.pending_runs (owner_id);
 create index recall_outcomes_owner_idx on roi.recall_outcomes (owner_id);
 create index recall_outcomes_probe_idx on roi.recall_outcomes (probe_id);
-create index closed_book_queue_ready_idx on roi.closed_book_queue (run_after);
-create index closed_book_queue_probe_idx on roi.closed_book_queue (probe_id);
-create index closed_book_queue_owner_idx on roi.closed_book_queue (owner_id);
 create index closed_book_results_owner_idx on roi.closed_book_results (owner_id);
 create index closed_book_results_probe_idx on roi.closed_book_results (probe_id);
 
@@ -332,7 +295,7 @@ begin
       and (m.id is null or m.invalidated_at is not null)
   )
   update roi.probes p
-  set state = 'retired', retired_reason = d.reason, retired_at = now(), lease_until = null
+  set state = 'retired', retired_reason = d.reason, retired_at = now()
   from doomed d
   where p.id = d.id;
   get diagnostics retired = row_count;
@@ -387,8 +350,9 @@ end
 $$;
 
 -- Deterministic mode: the caller's pending probes (queued for a worker that is not coming, after a
--- switch from LLM mode) get their template question and join the pool. A worker still holding one
--- finds it no longer pending and drops its question (roi.record_question returns false).
+-- switch from LLM mode) get their template question and join the pool (their write_question work
+-- leaves the queue with the state change). A worker still holding one finds it no longer pending and
+-- drops its question (roi.record_question returns false).
 create function roi.take_over_pending_probes() returns integer
   language plpgsql volatile security invoker set search_path = ''
 as $$
@@ -397,7 +361,7 @@ declare
 begin
   update roi.probes p
   set question = roi.template_question(p.source_kind, p.source_title, p.source_body),
-      state = 'active', activated_at = now(), lease_until = null, last_error = null
+      state = 'active', activated_at = now()
   where p.owner_id = (select auth.uid()) and p.state = 'pending';
   get diagnostics taken = row_count;
   return taken;
@@ -435,7 +399,8 @@ $$;
 -- Fill the caller's pool up to the target, newest never-probed knowledge first: from `fresh` (the
 -- newest never-probed memories a caller already read, newest first) when it holds enough, otherwise
 -- read again. Deterministic mode writes the question at once (and first takes over the probes LLM
--- mode left pending); LLM mode leaves the probe pending for the worker and wakes it. The shared step
+-- mode left pending); LLM mode leaves the probe pending for the worker (roi.queue_probe_work queues
+-- and announces its question). The shared step
 -- of roi.top_up_pool() and roi.rotate_and_top_up().
 create function roi.refill_pool(fresh public.memories[]) returns integer
   language plpgsql volatile security invoker set search_path = ''
@@ -471,9 +436,6 @@ begin
   ) q
   on conflict (owner_id, memory_id) do nothing;
   get diagnostics added = row_count;
-  if added > 0 and config.extractor = 'llm' then
-    perform pg_notify('roi_work', 'probe_generation');
-  end if;
   return added;
 end
 $$;
@@ -547,7 +509,7 @@ begin
   insert into roi.run_closures (run_id, owner_id, reason) values (target_run, run.owner_id, 'complete')
   on conflict (run_id) do nothing;
   update roi.pending_runs pr set closed = true where pr.run_id = target_run;
-  delete from roi.judgments j where j.run_id = target_run;
+  delete from roi.work w where w.run_id = target_run and w.kind = 'judge';
   return true;
 end
 $$;
@@ -575,7 +537,7 @@ begin
   insert into roi.run_closures (run_id, owner_id, reason) values (target_run, run.owner_id, 'timeout')
   on conflict (run_id) do nothing;
   update roi.pending_runs pr set closed = true where pr.run_id = target_run;
-  delete from roi.judgments j where j.run_id = target_run;
+  delete from roi.work w where w.run_id = target_run and w.kind = 'judge';
   return true;
 end
 $$;
@@ -775,9 +737,9 @@ begin
     end if;
     perform roi.rotate_and_top_up(new_run);
   else
-    insert into roi.judgments (run_id, probe_id, owner_id)
-    select rc.run_id, rc.probe_id, rc.owner_id from roi.recalls rc where rc.run_id = new_run;
-    perform pg_notify('roi_work', 'judgment');
+    insert into roi.work (kind, run_id, probe_id, owner_id)
+    select 'judge', rc.run_id, rc.probe_id, rc.owner_id from roi.recalls rc where rc.run_id = new_run;
+    perform pg_notify('roi_work', 'judge');
   end if;
   return jsonb_build_object('status', 'started', 'run_id', new_run, 'probes', probe_total);
 end
@@ -800,18 +762,18 @@ begin
   on conflict (run_id, probe_id) do nothing;
 
   if checks > 0 then
-    insert into roi.closed_book_queue (run_id, probe_id, owner_id)
-    select x.run_id, x.probe_id, x.owner_id
+    insert into roi.work (kind, run_id, probe_id, owner_id)
+    select 'closed_book', x.run_id, x.probe_id, x.owner_id
     from (
       select n.run_id, n.probe_id, n.owner_id,
              row_number() over (partition by n.run_id order by random()) as pick,
-             (select count(*) from roi.closed_book_queue q where q.run_id = n.run_id)
+             (select count(*) from roi.work q where q.run_id = n.run_id and q.kind = 'closed_book')
                + (select count(*) from roi.closed_book_results b where b.run_id = n.run_id) as already
       from recorded n join roi.runs r on r.id = n.run_id
       where r.mode = 'llm'
     ) x
     where x.pick + x.already <= checks
-    on conflict (run_id, probe_id) do nothing;
+    on conflict do nothing;
     get diagnostics queued = row_count;
     if queued > 0 then
       perform pg_notify('roi_work', 'closed_book');
@@ -1176,13 +1138,11 @@ alter table roi.settings enable row level security;
 alter table roi.probes enable row level security;
 alter table roi.runs enable row level security;
 alter table roi.recalls enable row level security;
-alter table roi.judgments enable row level security;
 alter table roi.verdicts enable row level security;
 alter table roi.run_closures enable row level security;
 alter table roi.rotations enable row level security;
 alter table roi.pending_runs enable row level security;
 alter table roi.recall_outcomes enable row level security;
-alter table roi.closed_book_queue enable row level security;
 alter table roi.closed_book_results enable row level security;
 
 create policy "The benchmark reads its settings" on roi.settings
@@ -1200,11 +1160,6 @@ create policy "Owners start runs only inside the benchmark" on roi.runs
   with check (owner_id = (select auth.uid()) and (select roi.inside_benchmark()));
 
 create policy "Owners handle recall snapshots only inside the benchmark" on roi.recalls
-  for all to authenticated
-  using (owner_id = (select auth.uid()) and (select roi.inside_benchmark()))
-  with check (owner_id = (select auth.uid()) and (select roi.inside_benchmark()));
-
-create policy "Owners queue judgments only inside the benchmark" on roi.judgments
   for all to authenticated
   using (owner_id = (select auth.uid()) and (select roi.inside_benchmark()))
   with check (owner_id = (select auth.uid()) and (select roi.inside_benchmark()));
@@ -1238,11 +1193,6 @@ create policy "Owners record recall outcomes only inside the benchmark" on roi.r
   for insert to authenticated
   with check (owner_id = (select auth.uid()) and (select roi.inside_benchmark()));
 
-create policy "Owners queue spot-checks only inside the benchmark" on roi.closed_book_queue
-  for all to authenticated
-  using (owner_id = (select auth.uid()) and (select roi.inside_benchmark()))
-  with check (owner_id = (select auth.uid()) and (select roi.inside_benchmark()));
-
 create policy "Owners read their spot-check results" on roi.closed_book_results
   for select to authenticated using (owner_id = (select auth.uid()));
 
@@ -1253,9 +1203,8 @@ grant select on roi.settings to authenticated;
 grant select, insert, update on roi.probes to authenticated;
 grant select, insert on roi.runs, roi.recalls, roi.verdicts, roi.run_closures, roi.rotations
   to authenticated;
-grant select, insert, delete on roi.judgments to authenticated;
 grant select, insert, update, delete on roi.pending_runs to authenticated;
-grant select, insert on roi.recall_outcomes, roi.closed_book_queue to authenticated;
+grant select, insert on roi.recall_outcomes to authenticated;
 grant select on roi.closed_book_results to authenticated;
 
 -- Per-schema default privileges cannot take back the global default (EXECUTE for PUBLIC), so

@@ -73,7 +73,7 @@ def queue_cost(url: str, worker_url: str, rows: int = 1000) -> dict:
     with psycopg.connect(worker_url, autocommit=True, row_factory=dict_row) as conn:
         for _ in range(rows):
             started = time.perf_counter()
-            job = conn.execute(query("claim_judgment")).fetchone()
+            job = conn.execute(query("claim_work")).fetchone()
             with conn.transaction():
                 conn.execute(
                     query("record_usage"),
