@@ -380,7 +380,7 @@ insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, with_memory, wi
 values (%(run_id)s, %(probe_id)s, %(owner)s, %(memory_id)s, %(with_memory)s, false, 'deterministic');
 
 -- name: bench_peer_finish
-select roi.close_run_if_done(%(run_id)s) as closed, roi.rotate_pool(%(run_id)s) as rotated,
+select roi.close_run_if_done(%(run_id)s) as closed, roi.rotate_completed_runs(null) as rotated,
        roi.top_up_pool() as added, roi.close_gate();
 
 -- name: bench_peer_count_served

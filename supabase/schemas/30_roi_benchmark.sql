@@ -44,7 +44,10 @@ create table roi.settings (
   closed_book_checks integer not null default 0 check (closed_book_checks between 0 and 200),
   -- The recall the benchmark calls, as a regprocedure text (`public.recall(text,uuid,…)`); resolved
   -- on every run, so a dropped function fails the run with a clear message instead of calling another.
-  recall_function text not null default 'public.recall(text,uuid,uuid,integer,boolean,extensions.vector)'
+  recall_function text not null default 'public.recall(text,uuid,uuid,integer,boolean,extensions.vector)',
+  -- Whether that recall takes the query embedding (its sixth argument): recorded whenever
+  -- recall_function is written (roi.note_recall_takes_embedding), read by every run.
+  recall_takes_embedding boolean not null default true
 );
 insert into roi.settings default values;
 
@@ -369,7 +372,7 @@ end
 $$;
 
 -- Retire up to `how_many` of the caller's longest-serving active probes after a completed run, and
--- record the rotation once per run. The shared step of roi.rotate_pool() and roi.rotate_and_top_up().
+-- record the rotation once per run. The first step of roi.rotate_and_top_up().
 create function roi.retire_longest_serving(completed_run uuid, how_many integer) returns integer
   language plpgsql volatile security invoker set search_path = ''
 as $$
@@ -451,26 +454,8 @@ end
 $$;
 
 -- After a completed run: retire a few of the longest-serving probes, but only when never-probed
--- knowledge exists to replace them (so the benchmark follows what the owner has learned).
-create function roi.rotate_pool(completed_run uuid) returns integer
-  language plpgsql volatile security invoker set search_path = ''
-as $$
-declare
-  fresh integer;
-  retired integer := 0;
-begin
-  if not exists (select from roi.rotations r where r.run_id = completed_run) then
-    select count(*) into fresh
-    from roi.never_probed_knowledge((select s.rotation_per_run from roi.settings s));
-    retired := roi.retire_longest_serving(completed_run, fresh);
-  end if;
-  delete from roi.pending_runs pr where pr.run_id = completed_run;
-  return retired;
-end
-$$;
-
--- After a deterministic run, in the same call: rotation and the top-up that refills the rotated
--- places, with one read of never-probed knowledge instead of two (each read is a statement per layer
+-- knowledge exists to replace them (so the benchmark follows what the owner has learned), and the
+-- top-up that refills the rotated places, with one read of never-probed knowledge instead of two (each read is a statement per layer
 -- the owner reads, under RLS). The newest n never-probed memories are the first n of the newest m for
 -- any m >= n, and retiring a probe does not make its memory never-probed again, so the rows rotation
 -- read to decide how many to retire are the rows the top-up adds. Returns probes retired.
@@ -490,6 +475,32 @@ begin
 end
 $$;
 
+-- The one rotation path, as the caller, in both modes: after each of the caller's completed runs not
+-- yet rotated (an LLM run the worker closed since, or `just_completed`, the deterministic run this
+-- call just judged) rotate and top up, and let the run's bookkeeping go. benchmark_memory() calls it
+-- on every call; upkeep (pg_cron, impersonating the owner) for owners who never call again.
+create function roi.rotate_completed_runs(just_completed uuid) returns integer
+  language plpgsql volatile security invoker set search_path = ''
+as $$
+declare
+  done_run uuid;
+  retired integer := 0;
+begin
+  for done_run in
+    select pr.run_id from roi.pending_runs pr
+    where pr.owner_id = (select auth.uid()) and pr.closed
+    order by pr.started_at
+  loop
+    retired := retired + roi.rotate_and_top_up(done_run);
+    delete from roi.pending_runs pr where pr.run_id = done_run;
+  end loop;
+  if exists (select from roi.run_closures c where c.run_id = just_completed) then
+    retired := retired + roi.rotate_and_top_up(just_completed);
+  end if;
+  return retired;
+end
+$$;
+
 -- Close a run whose every probe has a verdict. Serialised per run by an advisory lock, so the two
 -- workers recording the last two verdicts cannot both miss the moment.
 create function roi.close_run_if_done(target_run uuid) returns boolean
@@ -498,7 +509,7 @@ as $$
 declare
   run roi.runs;
 begin
-  perform pg_advisory_xact_lock(hashtextextended('roi.run:' || target_run::text, 0));
+  perform pg_advisory_xact_lock(roi.run_lock_key(target_run));
   select * into run from roi.runs r where r.id = target_run;
   if run.id is null or exists (select from roi.run_closures c where c.run_id = target_run) then
     return false;
@@ -522,7 +533,7 @@ as $$
 declare
   run roi.runs;
 begin
-  perform pg_advisory_xact_lock(hashtextextended('roi.run:' || target_run::text, 0));
+  perform pg_advisory_xact_lock(roi.run_lock_key(target_run));
   select * into run from roi.runs r where r.id = target_run;
   if run.id is null or exists (select from roi.run_closures c where c.run_id = target_run)
      or run.started_at > clock_timestamp() - (select s.run_timeout from roi.settings s) then
@@ -554,7 +565,7 @@ begin
      or not exists (select from roi.runs r where r.id = target_run and r.mode = 'llm') then
     return false;
   end if;
-  perform pg_advisory_xact_lock(hashtextextended('roi.run:' || target_run::text, 0));
+  perform pg_advisory_xact_lock(roi.run_lock_key(target_run));
   insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, skipped, skip_reason, judged_by)
   select rc.run_id, rc.probe_id, rc.owner_id, p.memory_id, true, 'mode_changed', 'deterministic'
   from roi.recalls rc
@@ -642,15 +653,18 @@ create function roi.configured_recall(question text, pin_project uuid, pin_team 
   language plpgsql stable security invoker set search_path = ''
 as $$
 declare
-  configured text := (select s.recall_function from roi.settings s);
-  fn regprocedure := to_regprocedure(configured);
+  configured text;
+  takes_embedding boolean;
+  fn regprocedure;
   target record;
 begin
+  select s.recall_function, s.recall_takes_embedding into configured, takes_embedding from roi.settings s;
+  fn := to_regprocedure(configured);
   if fn is null then
     raise exception 'the configured recall function % no longer exists: zm-roi configure --recall-function public.recall',
       configured using errcode = '42883';
   end if;
-  select s.nspname, p.proname, p.prosecdef, p.pronargs into target
+  select s.nspname, p.proname, p.prosecdef into target
   from pg_catalog.pg_proc p join pg_catalog.pg_namespace s on s.oid = p.pronamespace
   where p.oid = fn;
   if target.prosecdef then
@@ -671,7 +685,7 @@ begin
             f.j ->> ''body'', (f.j ->> ''score'')::real, f.n
      from (select to_jsonb(r) as j, r.ordinality as n from %I.%I($1, $2, $3, $4, $5%s) with ordinality r) f
      order by f.n',
-    target.nspname, target.proname, case when target.pronargs = 6 then ', $6' else '' end)
+    target.nspname, target.proname, case when takes_embedding then ', $6' else '' end)
   using question, pin_project, pin_team, match_count, personal_only, question_embedding;
 end
 $$;
@@ -679,8 +693,8 @@ $$;
 -- Recall every active probe as the caller under its pin, through the configured recall, snapshot
 -- what surfaced, and either record strict verdicts at once (deterministic) or queue one judgment per
 -- probe (LLM). The run records which recall produced it and its questions' embedding model. A
--- deterministic run is judged, closed, rotated and refilled before this returns, so it is never
--- pending: upkeep has nothing to attend to, and no pending_runs row is written only to be deleted.
+-- deterministic run is judged and closed before this returns, so it is never pending (no
+-- pending_runs row is written only to be deleted); benchmark_memory() rotates after it at once.
 create function roi.start_run(mode text) returns jsonb
   language plpgsql volatile security invoker set search_path = ''
 as $$
@@ -698,7 +712,7 @@ begin
   insert into roi.runs (owner_id, mode, probe_count, started_at, recall_function, embedding_model)
   values ((select auth.uid()), mode, probe_total, clock_timestamp(),
           (select s.recall_function from roi.settings s),
-          case when (select s.recall_function from roi.settings s) like '%extensions.vector)' then question_model end)
+          case when (select s.recall_takes_embedding from roi.settings s) then question_model end)
   returning id, started_at into new_run, run_started;
   if mode <> 'deterministic' then
     insert into roi.pending_runs (run_id, owner_id, started_at) values (new_run, (select auth.uid()), run_started);
@@ -735,7 +749,6 @@ begin
     else
       perform roi.close_run_if_done(new_run);
     end if;
-    perform roi.rotate_and_top_up(new_run);
   else
     insert into roi.work (kind, run_id, probe_id, owner_id)
     select 'judge', rc.run_id, rc.probe_id, rc.owner_id from roi.recalls rc where rc.run_id = new_run;
@@ -788,6 +801,27 @@ create function roi.owner_lock_key(owner uuid) returns bigint
   language sql immutable security invoker set search_path = ''
 as $$
   select hashtextextended('roi.benchmark:' || owner::text, 0)
+$$;
+
+-- The advisory lock key that serialises closing one run (its last verdicts, its timeout, a switch of
+-- mode), so that two closers cannot both miss the moment or both close it.
+create function roi.run_lock_key(run uuid) returns bigint
+  language sql immutable security invoker set search_path = ''
+as $$
+  select hashtextextended('roi.run:' || run::text, 0)
+$$;
+
+-- Record whether the recall being configured takes the query embedding, once, where recall_function
+-- is written (`zm-roi configure`, or an operator's update): every run reads the answer.
+create function roi.note_recall_takes_embedding() returns trigger
+  language plpgsql security invoker set search_path = ''
+as $$
+begin
+  new.recall_takes_embedding := coalesce(
+    (select p.pronargs = 6 and p.proargtypes[5] = 'extensions.vector'::regtype
+     from pg_catalog.pg_proc p where p.oid = to_regprocedure(new.recall_function)), false);
+  return new;
+end
 $$;
 
 -- Wait up to roi.settings.owner_lock_wait (default 30 seconds) for the owner's lock: a concurrent
@@ -858,7 +892,9 @@ $$;
 -- INVOKER: every recall runs as the caller with RLS applied. One run per owner at a time: a
 -- transaction-scoped advisory lock serialises concurrent calls, and an open run is the durable
 -- guard that makes a later call answer `in_progress` (unless it is overdue, or an LLM run left
--- without a judge in deterministic mode: either is closed and a new run starts). JIT off: its
+-- without a judge in deterministic mode: either is closed and a new run starts). After a completed
+-- run the pool rotates and tops up before the call returns, in both modes (roi.rotate_completed_runs):
+-- the run it just judged (deterministic), an LLM run the worker closed since the last call. JIT off: its
 -- statements are short, and their estimates grow with the tables, not with their work.
 create function public.benchmark_memory() returns jsonb
   language plpgsql volatile security invoker set search_path = '' set jit = off
@@ -916,6 +952,7 @@ begin
   else
     result := roi.start_run(config.extractor);
   end if;
+  perform roi.rotate_completed_runs((result ->> 'run_id')::uuid);
   perform roi.close_gate();
   return result;
 end
@@ -1127,6 +1164,9 @@ create trigger recall_outcomes_refuse_truncate before truncate on roi.recall_out
 create trigger closed_book_results_refuse_truncate before truncate on roi.closed_book_results
   for each statement execute function roi.forbid_result_truncate();
 
+create trigger settings_note_recall_takes_embedding before insert or update of recall_function on roi.settings
+  for each row execute function roi.note_recall_takes_embedding();
+
 create trigger recalls_note_outcomes after insert on roi.recalls
   referencing new table as recorded
   for each statement execute function roi.note_recall_outcomes();
@@ -1217,11 +1257,11 @@ revoke execute on all functions in schema roi from public;
 grant execute on function roi.inside_benchmark(), roi.open_gate(), roi.close_gate(),
   roi.template_question(text, text, text), roi.pool_counts(), roi.retire_unreachable_probes(),
   roi.never_probed_knowledge(integer), roi.take_over_pending_probes(), roi.top_up_pool(),
-  roi.rotate_pool(uuid), roi.rotate_and_top_up(uuid), roi.retire_longest_serving(uuid, integer),
+  roi.rotate_and_top_up(uuid), roi.rotate_completed_runs(uuid), roi.retire_longest_serving(uuid, integer),
   roi.refill_pool(public.memories[]), roi.close_run_if_done(uuid), roi.close_overdue_run(uuid),
   roi.close_run_left_without_judge(uuid),
   roi.configured_recall(text, uuid, uuid, integer, boolean, extensions.vector), roi.start_run(text),
-  roi.open_run(), roi.owner_lock_key(uuid), roi.wait_for_owner_lock(bigint),
+  roi.open_run(), roi.owner_lock_key(uuid), roi.run_lock_key(uuid), roi.wait_for_owner_lock(bigint),
   roi.wilson_bound(bigint, bigint, boolean), roi.sign_test_p(bigint, bigint)
   to authenticated;
 

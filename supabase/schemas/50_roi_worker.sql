@@ -600,7 +600,7 @@ grant execute on function roi.claim_work(), roi.release_work(bigint, integer, te
   roi.record_verdict(uuid, uuid, boolean, boolean, real, text),
   roi.settle_judgment(bigint, boolean, boolean, real, text), roi.record_closed_book(uuid, uuid, boolean),
   roi.record_usage(uuid, text, text, uuid, uuid, integer, integer, boolean, numeric),
-  roi.owner_provider_key(uuid, text, text), roi.close_run_if_done(uuid)
+  roi.owner_provider_key(uuid, text, text), roi.close_run_if_done(uuid), roi.run_lock_key(uuid)
   to roi_worker;
 
 revoke all on roi.deployment_token_totals from public, anon, authenticated;
