@@ -494,10 +494,12 @@ with owners as (
   select r.id, r.owner_id, now() from new_runs r
 ), new_probes as (
   insert into roi.probes (owner_id, memory_id, source_kind, source_scope, source_title, source_body,
-                          question, state, activated_at)
+                          question, state, activated_at, question_embedding, question_embedding_model)
   select r.owner_id, gen_random_uuid(), 'decision', 'personal', 'Bench decision ' || g,
          'The body of bench decision ' || g || ': we chose the second option for its lower cost.',
-         'Which option did bench decision ' || g || ' choose?', 'active', now()
+         'Which option did bench decision ' || g || ' choose?', 'active', now(),
+         -- embedded already, as the worker leaves the questions it writes: judgments only in the queue
+         array_fill(0.05::real, array[384])::extensions.vector, 'bench'
   from new_runs r, generate_series(1, %(per_run)s) g
   returning id, owner_id
 ), snapshots as (

@@ -129,6 +129,10 @@ def drain(url: str, worker_url: str, workers: int, rows: int, model: InstantMode
         "OPENAI_API_KEY": "sk-bench",
         "OPENAI_API_BASE": model.url,
         "NO_PROXY": "127.0.0.1,localhost",
+        # The bench's deterministic runs left templated questions queued for embedding; they come after
+        # every judgment (urgency), and with embeddings off each just leaves, so the processes exit
+        # promptly once the judgments are drained.
+        "ZM_EMBEDDING_MODEL": "none",
     }
     env.pop("OPENAI_BASE_URL", None)
     processes = [
