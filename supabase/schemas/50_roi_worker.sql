@@ -16,6 +16,8 @@
 --   embed_question  3        an active probe with no embedding  record_question_embedding  dropped
 --
 -- A new kind is one branch of roi.work.urgency, its record verb and its branch in release_work().
+-- (PostgreSQL 15 cannot alter a generated column's expression: the migration that adds a kind drops
+-- and re-adds `urgency` with its constraint and work_due_idx, a quick rewrite of a small table.)
 -- The worker meters every model call, with its cost, in the same transaction as its result.
 --
 -- roi_worker sees only what its rows carry: a pending probe's source snapshot, for a judgment the
