@@ -671,7 +671,7 @@ create policy "The worker writes notes for queued judgments only" on roi.verdict
 
 create policy "The worker reads the keys of owners it has work for" on roi.provider_keys
   for select to roi_worker
-  using (owner_id in (select w.owner_id from roi.work w));
+  using (exists (select from roi.work w where w.owner_id = provider_keys.owner_id));
 
 create policy "The embedder sees which active probes lack an embedding" on roi.probes
   for select to roi_embedder using (state = 'active');

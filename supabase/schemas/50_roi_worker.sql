@@ -564,7 +564,7 @@ create policy "The worker marks pending runs closed" on roi.pending_runs
 
 create policy "The worker reads the keys of owners it has work for" on roi.provider_keys
   for select to roi_worker
-  using (owner_id in (select w.owner_id from roi.work w));
+  using (exists (select from roi.work w where w.owner_id = provider_keys.owner_id));
 
 create policy "The worker meters the calls it makes for queued rows" on public.usage_events
   for insert to roi_worker with check (probe_id is not null);
