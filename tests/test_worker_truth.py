@@ -15,6 +15,7 @@ from tests.worker_support import (
     default_answer,
     fetch,
 )
+from zm_roi import embeddings
 from zm_roi.cli import main
 from zm_roi.worker import Worker, WorkerConfig
 
@@ -41,6 +42,22 @@ def test_worker_once_in_deterministic_mode_needs_no_key(worker_url, deterministi
     assert worker_cli(monkeypatch, worker_url, key=None) == 0
     assert "no row needs a model" in caplog.text
     assert "0 rows handled: 0 succeeded, 0 failed" in caplog.text
+
+
+def test_the_worker_embeds_templated_questions_with_no_model_key(
+    db_url, worker_url, deterministic_mode, owners, monkeypatch, caplog
+):
+    """Deterministic mode queues each templated question's embedding for the worker, the one role that
+    reads questions; embedding needs no provider key, so the keyless worker does it and exits 0."""
+    caplog.set_level("INFO", logger="zm_roi")
+    owner = owners.create(KNOWLEDGE[:2])
+    assert benchmark(db_url, owner)["status"] == "started"
+    monkeypatch.setenv("ZM_EMBEDDING_MODEL", embeddings.OFFLINE_MODEL)
+    assert worker_cli(monkeypatch, worker_url, key=None) == 0
+    assert "2 rows handled: 2 succeeded, 0 failed" in caplog.text
+    probes = fetch(db_url, "select question_embedding_model from roi.probes where owner_id = %s", (owner,))
+    assert probes == [{"question_embedding_model": embeddings.OFFLINE_MODEL}] * 2
+    assert fetch(db_url, "select count(*)::int as n from roi.work where owner_id = %s", (owner,)) == [{"n": 0}]
 
 
 def test_a_worker_whose_every_row_failed_says_so_and_exits_non_zero(
