@@ -252,7 +252,7 @@ def skip_every_question_of_the_open_run(db_url: str, user_id) -> None:
         run_id = conn.execute(
             """insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, skipped, skip_reason, judged_by)
                select j.run_id, j.probe_id, j.owner_id, p.memory_id, true, 'judge_failed', 'llm'
-               from roi.judgments j join roi.probes p on p.id = j.probe_id where j.owner_id = %s
+               from roi.work j join roi.probes p on p.id = j.probe_id where j.kind = 'judge' and j.owner_id = %s
                returning run_id""",
             (user_id,),
         ).fetchone()[0]

@@ -48,7 +48,9 @@ def test_deterministic_mode_closes_the_open_llm_run_and_starts_its_own(db_url, e
             "select count(*) filter (where skip_reason = 'mode_changed'), count(*) from roi.verdicts where run_id = %s",
             (llm_run["run_id"],),
         ).fetchone()
-        queued = conn.execute("select count(*) from roi.judgments where run_id = %s", (llm_run["run_id"],)).fetchone()
+        queued = conn.execute(
+            "select count(*) from roi.work where run_id = %s and kind = 'judge'", (llm_run["run_id"],)
+        ).fetchone()
         runs = conn.execute(
             "select r.mode, c.reason from roi.runs r left join roi.run_closures c on c.run_id = r.id "
             "where r.owner_id = %s order by r.started_at",

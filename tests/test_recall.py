@@ -18,6 +18,7 @@ from tests.worker_support import GENERATION_MODEL, JUDGE_MODEL, ScriptedModel, d
 from zm_roi import cli, embeddings, localdb
 from zm_roi.backfill import backfill
 from zm_roi.importer import MemoryLine, Target, insert_memories
+from zm_roi.queries import query
 from zm_roi.recall import recall_hits
 from zm_roi.worker import Worker, WorkerConfig
 
@@ -143,15 +144,23 @@ def test_recall_json_prints_the_hits(db_url, project_user, monkeypatch, capsys):
     assert hits[0]["kind"] == "gotcha" and hits[0]["scope"] == "project"
 
 
-def test_runs_say_which_recall_and_embedding_model_produced_them(db_url, project_user, recall_setting):
+def test_runs_say_which_recall_and_embedding_model_produced_them(db_url, worker_url, project_user, recall_setting):
     _, _, user_id = project_user
     with extractor(db_url, "deterministic"):
         assert benchmark(db_url, user_id)["status"] == "started"
-        # Templated questions are written in SQL; the backfill (as roi_embedder) embeds them.
-        # (>= : other tests' active probes on the shared cluster are embedded too.)
-        assert backfill(embedder_url(db_url), embeddings.OFFLINE_MODEL).questions >= 8
+        # Templated questions are written in SQL and queued as embed_question work for the worker (the
+        # one role besides the gated owner that reads questions); embedding one needs no model call.
+        model = ScriptedModel(default_answer)
+        config = WorkerConfig(GENERATION_MODEL, JUDGE_MODEL, embedding_model=embeddings.OFFLINE_MODEL)
+        assert Worker(worker_url, config, model).run(once=True) == 8 and model.calls == []
         embedded = fetch(db_url, "select question_embedding_model from roi.probes where owner_id = %s", (user_id,))
         assert embedded == [{"question_embedding_model": embeddings.OFFLINE_MODEL}] * 8
+        # `zm-roi embed` (as roi_embedder) queues only questions the model in force has not embedded.
+        assert backfill(embedder_url(db_url), embeddings.OFFLINE_MODEL).questions_queued == 0
+        with psycopg.connect(embedder_url(db_url)) as conn:
+            queued = conn.execute(query("queue_question_embeddings"), {"model": "another/model"}).fetchone()[0]
+        assert queued == 8, "a change of model queues every active question again"
+        fetch(db_url, "delete from roi.work where owner_id = %s returning 1", (user_id,))
         assert benchmark(db_url, user_id)["status"] == "started"
         with psycopg.connect(db_url) as conn:
             conn.execute("select roi.configure_recall('public.recall_lexical')")

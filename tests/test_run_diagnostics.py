@@ -180,9 +180,11 @@ def test_cost_per_run_and_the_closed_book_spot_check(db_url, worker_url, llm_mod
     [bobs] = as_user(db_url, bob, "select * from public.roi_benchmark_runs")
     assert (bobs["own_key_calls"], bobs["cost_usd"], bobs["closed_book_checked"]) == (6, 6 * PER_CALL, 2)
     assert (
-        fetch(db_url, "select count(*)::int as n from roi.closed_book_queue where owner_id = any(%s)", ([alice, bob],))[
-            0
-        ]["n"]
+        fetch(
+            db_url,
+            "select count(*)::int as n from roi.work where kind = 'closed_book' and owner_id = any(%s)",
+            ([alice, bob],),
+        )[0]["n"]
         == 0
     )
 
@@ -207,10 +209,12 @@ def test_a_spot_check_whose_grade_fails_is_retried_and_both_calls_are_metered(db
 
     # The judgment, then the spot-check: the grade is not a boolean, so the row goes back to the queue.
     assert Worker(worker_url, config, model).run(once=True) == 2
-    [queued] = fetch(db_url, "select attempts, last_error from roi.closed_book_queue where run_id = %s", (run_id,))
+    [queued] = fetch(
+        db_url, "select attempts, last_error from roi.work where kind = 'closed_book' and run_id = %s", (run_id,)
+    )
     assert queued["attempts"] == 1 and "correct" in queued["last_error"]
     assert "I do not know" not in queued["last_error"], "the bare answer is never kept"
-    fetch(db_url, "update roi.closed_book_queue set run_after = now() where run_id = %s returning 1", (run_id,))
+    fetch(db_url, "update roi.work set run_after = now() where run_id = %s returning 1", (run_id,))
     assert Worker(worker_url, config, model).run(once=True) == 1
 
     events = fetch(db_url, "select purpose, cost_usd from public.usage_events where run_id = %s order by id", (run_id,))

@@ -231,3 +231,94 @@ def test_the_history_check_catches_an_edit_after_landing_and_forgives_one_before
     found = changed_after_landing(tmp_path, files)
     assert len(found) == 1 and found[0].startswith("a.sql: changed by ") and "edit a after it landed" in found[0]
     assert changed_after_landing(tmp_path, files, grandfathered=run("rev-parse", "HEAD").strip()) == []
+
+
+# ---- a deployed database's queued work survives the move to one queue ---------------------------
+
+ONE_QUEUE = "20261201090000_one_work_queue.sql"
+
+
+def migrations_before(name: str):
+    """A `migrate` for throwaway_cluster: the migrations that sort before `name`, as a deployed
+    database had them."""
+
+    def migrate(root: Path, url: str) -> str:
+        for path in sorted((root / "supabase" / "migrations").glob("*.sql")):
+            if path.name < name:
+                localdb.apply_sql_file(url, path)
+        return ""
+
+    return migrate
+
+
+QUEUED_BEFORE = """
+with owner as (insert into auth.users (email) values ('queued@migration.test') returning id),
+memories as (
+  insert into public.memories (id, author_id, scope, kind, title, body)
+  select ('00000000-0000-0000-0000-00000000a00' || i)::uuid, owner.id, 'personal', 'decision', 'Source ' || i,
+         'Body ' || i
+  from owner, generate_series(1, 4) i returning id, author_id, title, body
+), probes as (
+  insert into roi.probes (id, owner_id, memory_id, source_kind, source_scope, source_title, source_body, question,
+                          state, activated_at, attempts, run_after, lease_until, last_error, question_embedding,
+                          question_embedding_model)
+  select ('00000000-0000-0000-0000-00000000b00' || right(m.id::text, 1))::uuid, m.author_id, m.id, 'decision',
+         'personal', m.title, m.body,
+         case when m.title = 'Source 1' then null else 'What about ' || m.title || '?' end,
+         case when m.title = 'Source 1' then 'pending' else 'active' end,
+         case when m.title = 'Source 1' then null else now() end,
+         case when m.title = 'Source 1' then 2 else 0 end,
+         now() + interval '1 hour',
+         case when m.title = 'Source 1' then now() + interval '1 minute' end,
+         case when m.title = 'Source 1' then 'the model timed out' end,
+         case when m.title = 'Source 4' then array_fill(0.1::real, array[384])::extensions.vector end,
+         case when m.title = 'Source 4' then 'some-model' end
+  from memories m returning id, owner_id
+), run as (
+  insert into roi.runs (id, owner_id, mode, probe_count)
+  select '00000000-0000-0000-0000-00000000c001', id, 'llm', 3 from owner returning id, owner_id, started_at
+), pending as (
+  insert into roi.pending_runs (run_id, owner_id, started_at) select id, owner_id, started_at from run
+), recalls as (
+  insert into roi.recalls (run_id, probe_id, owner_id, surfaced_ids, surfaced)
+  select run.id, p.id, p.owner_id, '{}', '[]' from run, probes p where p.id <> '00000000-0000-0000-0000-00000000b001'
+), judgments as (
+  insert into roi.judgments (run_id, probe_id, owner_id, attempts, last_error)
+  select run.id, p.id, p.owner_id, 1, 'not valid JSON' from run, probes p
+  where p.id in ('00000000-0000-0000-0000-00000000b002', '00000000-0000-0000-0000-00000000b003')
+)
+insert into roi.closed_book_queue (run_id, probe_id, owner_id)
+select run.id, p.id, p.owner_id from run, probes p where p.id = '00000000-0000-0000-0000-00000000b004'
+"""
+
+
+def test_queued_work_of_every_kind_moves_into_the_one_queue():
+    """A database at the migration before the one queue, with a pending probe mid-retry and leased, two
+    queued judgments, a queued spot-check and an active question with no embedding: after the rest of
+    the migrations every row is in roi.work with its attempts, backoff, lease and last error, and the
+    claim hands the judgments out first."""
+    with throwaway_cluster(migrations_before(ONE_QUEUE)) as cluster:
+        with psycopg.connect(cluster.url()) as conn:
+            conn.execute(QUEUED_BEFORE)
+        for path in sorted(MIGRATIONS.glob("*.sql")):
+            if path.name >= ONE_QUEUE:
+                localdb.apply_sql_file(cluster.url(), path)
+        with psycopg.connect(cluster.url()) as conn:
+            work = conn.execute(
+                """select kind, right(probe_id::text, 4), run_id is not null, attempts, last_error,
+                          lease_until is not null, run_after > now()
+                   from roi.work order by urgency, probe_id"""
+            ).fetchall()
+            gone = conn.execute("select to_regclass('roi.judgments'), to_regclass('roi.closed_book_queue')").fetchone()
+            claimed = conn.execute("select kind, right(probe_id::text, 4), attempt from roi.claim_work()").fetchone()
+            conn.rollback()
+    assert work == [
+        ("judge", "b002", True, 1, "not valid JSON", False, False),
+        ("judge", "b003", True, 1, "not valid JSON", False, False),
+        ("closed_book", "b004", True, 0, None, False, False),
+        ("write_question", "b001", False, 2, "the model timed out", True, True),
+        ("embed_question", "b002", False, 0, None, False, False),
+        ("embed_question", "b003", False, 0, None, False, False),
+    ]
+    assert gone == (None, None)
+    assert claimed == ("judge", "b002", 2)

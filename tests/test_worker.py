@@ -134,8 +134,8 @@ def test_malformed_judge_output_is_retried_then_skipped(db_url, worker_url, llm_
     def flaky_row() -> dict:
         rows = fetch(
             db_url,
-            """select j.attempts, j.last_error, j.run_after from roi.judgments j join roi.probes p on p.id = j.probe_id
-               where j.run_id = %s and p.source_title = %s""",
+            """select j.attempts, j.last_error, j.run_after from roi.work j join roi.probes p on p.id = j.probe_id
+               where j.kind = 'judge' and j.run_id = %s and p.source_title = %s""",
             (run_id, KNOWLEDGE[1]["title"]),
         )
         return rows[0] if rows else {}
@@ -150,7 +150,7 @@ def test_malformed_judge_output_is_retried_then_skipped(db_url, worker_url, llm_
         assert before + wait <= row["run_after"] <= after + wait, (before, row["run_after"], after)
 
     def fast_forward() -> None:
-        fetch(db_url, "update roi.judgments set run_after = now() where run_id = %s returning 1", (run_id,))
+        fetch(db_url, "update roi.work set run_after = now() where run_id = %s returning 1", (run_id,))
 
     # Attempt 1: not JSON. The other two are judged; the flaky one waits e¹ seconds.
     before = database_now()
@@ -209,9 +209,15 @@ def test_generation_that_never_validates_retires_the_probe(db_url, worker_url, l
     errors = []
     for _ in range(3):
         assert Worker(worker_url, CONFIG, model).run(once=True) == 1
-        [probe] = fetch(db_url, "select * from roi.probes where owner_id = %s", (dave,))
+        # Retrying, the error is on the queue row; given up, on the retired probe (its row is gone).
+        [probe] = fetch(
+            db_url,
+            """select p.state, p.retired_reason, p.question, coalesce(w.last_error, p.last_error) as last_error
+               from roi.probes p left join roi.work w on w.probe_id = p.id where p.owner_id = %s""",
+            (dave,),
+        )
         errors.append(probe["last_error"])
-        fetch(db_url, "update roi.probes set run_after = now() where owner_id = %s returning 1", (dave,))
+        fetch(db_url, "update roi.work set run_after = now() where owner_id = %s returning 1", (dave,))
     assert "at most 300 characters" in errors[0]
     assert "question mark" in errors[1]
     assert "2 JSON objects" in errors[2]

@@ -96,14 +96,22 @@ def test_a_stored_key_the_worker_cannot_open_is_never_swapped_for_the_deployment
     no_passphrase = WorkerConfig(GENERATION_MODEL, JUDGE_MODEL)
     assert Worker(worker_url, no_passphrase, model).run(once=True) == 1
     assert model.calls == [], "no call was made on the deployment's key instead"
-    [probe] = fetch(db_url, "select state, last_error from roi.probes where owner_id = %s", (frank,))
+    [probe] = fetch(
+        db_url,
+        "select p.state, w.last_error from roi.probes p join roi.work w on w.probe_id = p.id where p.owner_id = %s",
+        (frank,),
+    )
     assert probe["state"] == "pending" and "ZM_KEY_ENCRYPTION_KEY is not set" in probe["last_error"]
 
-    fetch(db_url, "update roi.probes set run_after = now() where owner_id = %s returning 1", (frank,))
+    fetch(db_url, "update roi.work set run_after = now() where owner_id = %s returning 1", (frank,))
     wrong = WorkerConfig(GENERATION_MODEL, JUDGE_MODEL, key_encryption_key="not the passphrase")
     assert Worker(worker_url, wrong, model).run(once=True) == 1
     assert model.calls == []
-    [probe] = fetch(db_url, "select state, last_error from roi.probes where owner_id = %s", (frank,))
+    [probe] = fetch(
+        db_url,
+        "select p.state, w.last_error from roi.probes p join roi.work w on w.probe_id = p.id where p.owner_id = %s",
+        (frank,),
+    )
     assert "Wrong key" in probe["last_error"]
 
 

@@ -63,8 +63,8 @@ def start_worker(env: dict, *args: str) -> subprocess.Popen:
 def leased_rows(db_url: str, run_id: str) -> list[dict]:
     return fetch(
         db_url,
-        """select probe_id, attempts, lease_until > now() as leased from roi.judgments
-           where run_id = %s and lease_until is not null""",
+        """select probe_id, attempts, lease_until > now() as leased from roi.work
+           where kind = 'judge' and run_id = %s and lease_until is not null""",
         (run_id,),
     )
 

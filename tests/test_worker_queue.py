@@ -32,7 +32,7 @@ def connect_worker(worker_url: str) -> psycopg.Connection:
 
 
 def claim(conn) -> dict | None:
-    return conn.execute(query("claim_judgment")).fetchone()
+    return conn.execute(query("claim_work")).fetchone()
 
 
 def record(conn, job: dict) -> bool:
@@ -43,8 +43,8 @@ def record(conn, job: dict) -> bool:
 
 
 def release(conn, job: dict, attempt: int) -> str:
-    params = {"run_id": job["run_id"], "probe_id": job["probe_id"], "attempt": attempt, "failure": "late"}
-    return conn.execute(query("release_judgment"), params).fetchone()["release_judgment"]
+    params = {"work_id": job["work_id"], "attempt": attempt, "failure": "late"}
+    return conn.execute(query("release_work"), params).fetchone()["release_work"]
 
 
 def run_status(db_url, owner) -> dict:
@@ -66,7 +66,7 @@ def test_interleavings_of_two_workers_on_the_sql_verbs(db_url, worker_url, llm_m
         # permutation: w1 stalls past its lease, w2 claims the row again as attempt 2.
         fetch(
             db_url,
-            "update roi.judgments set lease_until = now() - interval '1 second' where probe_id = %s returning 1",
+            "update roi.work set lease_until = now() - interval '1 second' where probe_id = %s returning 1",
             (first["probe_id"],),
         )
         again = claim(w2)
@@ -75,7 +75,7 @@ def test_interleavings_of_two_workers_on_the_sql_verbs(db_url, worker_url, llm_m
         # w1 wakes up: releasing its old attempt changes nothing, the row stays w2's ...
         assert release(w1, first, attempt=1) == "stale"
         [lease] = fetch(
-            db_url, "select lease_until > now() as held from roi.judgments where probe_id = %s", (first["probe_id"],)
+            db_url, "select lease_until > now() as held from roi.work where probe_id = %s", (first["probe_id"],)
         )
         assert lease["held"]
         # ... its late verdict is still a verdict and lands first; w2's for the same probe is a no-op.
@@ -107,7 +107,7 @@ def test_two_workers_record_500_queued_judgments_exactly_once(db_url, worker_url
         db_url,
         """select count(*)::int as verdicts, count(distinct probe_id)::int as probes,
                   (select count(*)::int from public.usage_events e where e.run_id = %(run)s) as events,
-                  (select count(*)::int from roi.judgments j where j.run_id = %(run)s) as queued
+                  (select count(*)::int from roi.work j where j.run_id = %(run)s) as queued
            from roi.verdicts v where v.run_id = %(run)s""",
         {"run": run_id},
     )
@@ -132,13 +132,7 @@ def test_a_last_attempt_that_died_with_its_worker_is_not_retried_forever(db_url,
     assert benchmark(db_url, owner)["status"] == "generating"  # one pending probe for the memory
     run_id = seed_queued_judgments(db_url, owner, 1)
     # Both rows were on their last attempt when their worker vanished; the leases have run out.
-    fetch(db_url, "update roi.judgments set attempts = 2, lease_until = now() - interval '1 second' returning 1")
-    fetch(
-        db_url,
-        "update roi.probes set attempts = 2, lease_until = now() - interval '1 second' "
-        "where owner_id = %s and state = 'pending' returning 1",
-        (owner,),
-    )
+    fetch(db_url, "update roi.work set attempts = 2, lease_until = now() - interval '1 second' returning 1")
 
     model = ScriptedModel(default_answer)
     assert Worker(worker_url, CONFIG, model).run(once=True) == 0

@@ -17,6 +17,7 @@ from tests.worker_support import (
     seed_queued_judgments,
     set_settings,
 )
+from zm_roi import embeddings
 from zm_roi.cli import main
 from zm_roi.worker import Worker, WorkerConfig
 
@@ -45,6 +46,22 @@ def test_worker_once_in_deterministic_mode_needs_no_key(worker_url, deterministi
     assert "0 rows handled: 0 succeeded, 0 failed" in caplog.text
 
 
+def test_the_worker_embeds_templated_questions_with_no_model_key(
+    db_url, worker_url, deterministic_mode, owners, monkeypatch, caplog
+):
+    """Deterministic mode queues each templated question's embedding for the worker, the one role that
+    reads questions; embedding needs no provider key, so the keyless worker does it and exits 0."""
+    caplog.set_level("INFO", logger="zm_roi")
+    owner = owners.create(KNOWLEDGE[:2])
+    assert benchmark(db_url, owner)["status"] == "started"
+    monkeypatch.setenv("ZM_EMBEDDING_MODEL", embeddings.OFFLINE_MODEL)
+    assert worker_cli(monkeypatch, worker_url, key=None) == 0
+    assert "2 rows handled: 2 succeeded, 0 failed" in caplog.text
+    probes = fetch(db_url, "select question_embedding_model from roi.probes where owner_id = %s", (owner,))
+    assert probes == [{"question_embedding_model": embeddings.OFFLINE_MODEL}] * 2
+    assert fetch(db_url, "select count(*)::int as n from roi.work where owner_id = %s", (owner,)) == [{"n": 0}]
+
+
 def test_a_worker_whose_every_row_failed_says_so_and_exits_non_zero(
     db_url, worker_url, llm_mode, owners, monkeypatch, capsys, caplog
 ):
@@ -55,7 +72,7 @@ def test_a_worker_whose_every_row_failed_says_so_and_exits_non_zero(
     assert "2 rows handled: 0 succeeded, 2 failed" in caplog.text
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("zm-roi: every row failed (2 of 2); 2 still queued will be retried"), err
-    pending = fetch(db_url, "select attempts, last_error from roi.probes where owner_id = %s", (owner,))
+    pending = fetch(db_url, "select attempts, last_error from roi.work where owner_id = %s", (owner,))
     assert [p["attempts"] for p in pending] == [1, 1] and all("Connection" in p["last_error"] for p in pending)
 
 
@@ -101,7 +118,10 @@ def test_a_bug_in_the_worker_crashes_it_with_the_row_released(db_url, worker_url
     with pytest.raises(TypeError, match="should never pass"):
         worker.run(once=True)
     [probe] = fetch(
-        db_url, "select state, attempts, lease_until, last_error from roi.probes where owner_id = %s", (owner,)
+        db_url,
+        """select p.state, w.attempts, w.lease_until, w.last_error from roi.probes p
+           join roi.work w on w.probe_id = p.id where p.owner_id = %s""",
+        (owner,),
     )
     assert probe["state"] == "pending" and probe["attempts"] == 1
     assert probe["lease_until"] is None, "released at once, not left for its lease to run out"
@@ -109,10 +129,10 @@ def test_a_bug_in_the_worker_crashes_it_with_the_row_released(db_url, worker_url
     assert worker.failed == 0, "a bug is not a model failure"
 
     # A retryable failure (the provider's) is still a row failure the queue retries, not a crash.
-    fetch(db_url, "update roi.probes set run_after = now() where owner_id = %s returning 1", (owner,))
+    fetch(db_url, "update roi.work set run_after = now() where owner_id = %s returning 1", (owner,))
     flaky = Worker(worker_url, CONFIG, ScriptedModel(lambda model, prompt: RuntimeError("503 from the provider")))
     assert flaky.run(once=True) == 1 and flaky.failed == 1
-    fetch(db_url, "update roi.probes set run_after = now() where owner_id = %s returning 1", (owner,))
+    fetch(db_url, "update roi.work set run_after = now() where owner_id = %s returning 1", (owner,))
     assert Worker(worker_url, CONFIG, ScriptedModel(default_answer)).run(once=True) == 1
     [probe] = fetch(db_url, "select state from roi.probes where owner_id = %s", (owner,))
     assert probe["state"] == "active"
@@ -131,7 +151,12 @@ def test_a_reply_with_no_choice_is_metered_and_retried(db_url, worker_url, llm_m
 
     worker = Worker(worker_url, CONFIG, filtered)
     assert worker.run(once=True) == 1 and worker.failed == 1
-    [probe] = fetch(db_url, "select state, attempts, last_error from roi.probes where owner_id = %s", (owner,))
+    [probe] = fetch(
+        db_url,
+        """select p.state, w.attempts, w.last_error from roi.probes p
+           join roi.work w on w.probe_id = p.id where p.owner_id = %s""",
+        (owner,),
+    )
     assert probe["state"] == "pending" and probe["attempts"] == 1 and probe["last_error"], probe
     events = fetch(db_url, "select purpose, input_tokens from public.usage_events where owner_id = %s", (owner,))
     assert [e["purpose"] for e in events] == ["probe_generation"] and events[0]["input_tokens"] > 0

@@ -163,12 +163,13 @@ def seed_queued_judgments(db_url: str, owner: uuid.UUID, count: int) -> uuid.UUI
         conn.execute(
             "insert into roi.pending_runs (run_id, owner_id, started_at) values (%s, %s, now())", (run_id, owner)
         )
+        # Embedded already, as the worker leaves the questions it writes: no embed_question work.
         probes = conn.execute(
             """insert into roi.probes (owner_id, memory_id, source_kind, source_scope, source_title, source_body,
-                                       question, state, activated_at)
+                                       question, state, activated_at, question_embedding, question_embedding_model)
                select %s, gen_random_uuid(), 'decision', 'personal', 'Seeded decision ' || g,
                       'The seeded body of decision ' || g, 'Which way did seeded decision ' || g || ' go?',
-                      'active', now()
+                      'active', now(), array_fill(0.05::real, array[384])::extensions.vector, 'seeded'
                from generate_series(1, %s) g
                returning id""",
             (owner, count),
@@ -179,7 +180,7 @@ def seed_queued_judgments(db_url: str, owner: uuid.UUID, count: int) -> uuid.UUI
             (run_id, [row[0] for row in probes]),
         )
         conn.execute(
-            "insert into roi.judgments (run_id, probe_id, owner_id) select run_id, probe_id, owner_id "
+            "insert into roi.work (kind, run_id, probe_id, owner_id) select 'judge', run_id, probe_id, owner_id "
             "from roi.recalls where run_id = %s",
             (run_id,),
         )

@@ -173,7 +173,10 @@ def cmd_embed(args: argparse.Namespace, config: settings.Settings) -> None:
     if model is None:
         raise UserError("embeddings are off (ZM_EMBEDDING_MODEL=none): nothing to embed")
     done = backfill(embedder_database_url(config), model)
-    print(f"embedded {done.memories} memories and {done.questions} probe questions with {model}")
+    print(
+        f"embedded {done.memories} memories with {model}; "
+        f"{done.questions_queued} probe questions queued for `zm-roi worker` to embed"
+    )
 
 
 def worker_database_url(config: settings.Settings) -> str:

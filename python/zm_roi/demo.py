@@ -22,7 +22,6 @@ from pathlib import Path
 import psycopg
 
 from zm_roi import dashboard, embeddings, localdb, tokens
-from zm_roi.backfill import backfill
 from zm_roi.diagnostics import percent_text
 from zm_roi.errors import UserError
 from zm_roi.identity import act_as, claims_for
@@ -91,7 +90,7 @@ def ask_agent_tool(token: str) -> dict:
 
 
 def drain_worker() -> None:
-    """LLM mode only: let the worker write questions and verdicts for what is queued."""
+    """Let the worker do what is queued: questions and verdicts (LLM mode), question embeddings."""
     done = subprocess.run([sys.executable, "-m", "zm_roi.cli", "worker", "--once"])
     if done.returncode != 0:
         raise UserError(
@@ -171,10 +170,11 @@ def benchmark_in(conn: psycopg.Connection, user_id, email: str) -> dict:
 
 
 def compare_recalls(cluster: localdb.Cluster, db_url: str, llm: bool) -> None:
-    """One run through the lexical recall, then the probe questions are embedded (`zm-roi embed`, as
-    roi_embedder) and one run goes through the hybrid; then paraphrased questions through both. (LLM
-    mode compares the paraphrases only: its runs wait for the worker's verdicts.) Each recall is set
-    for its own transaction only (measured_with), so the settings stay as the demo found them."""
+    """One run through the lexical recall, then the worker embeds the probe questions (`zm-roi worker
+    --once`: embedding a question needs no provider key) and one run goes through the hybrid; then
+    paraphrased questions through both. (LLM mode compares the paraphrases only: its runs wait for the
+    worker's verdicts.) Each recall is set for its own transaction only (measured_with), so the
+    settings stay as the demo found them."""
     with psycopg.connect(db_url) as conn:
         leo = conn.execute(query("user_id_by_email"), {"email": COMPARISON_USER}).fetchone()[0]
     secret = cluster.jwt_secret()
@@ -193,8 +193,7 @@ def compare_recalls(cluster: localdb.Cluster, db_url: str, llm: bool) -> None:
         found[LEXICAL] = paraphrase_hits(conn)
     model = embeddings.configured_model()
     if model is not None:
-        embedder = cluster.url(user="roi_embedder", password=localdb.EMBEDDER_PASSWORD)
-        backfill(embedder, model)
+        drain_worker()
     with measured_with(db_url, HYBRID) as conn:
         benchmark_in(conn, leo, COMPARISON_USER)
         found[HYBRID] = paraphrase_hits(conn)

@@ -145,19 +145,13 @@ for update skip locked;
 update public.memories set embedding = %(embedding)s::extensions.vector, embedding_model = %(model)s
 where id = %(id)s;
 
--- name: questions_to_embed
-select id, owner_id, question from roi.probes
-where state = 'active' and question_embedding_model is distinct from %(model)s
-order by id limit %(batch)s
-for update skip locked;
-
--- name: store_question_embedding
-update roi.probes set question_embedding = %(embedding)s::extensions.vector, question_embedding_model = %(model)s
-where id = %(id)s;
+-- Questions are the worker's to embed: the backfill only queues them (roi_embedder reads no question).
+-- name: queue_question_embeddings
+select roi.queue_question_embeddings(%(model)s);
 
 -- name: record_embedding_usage
-insert into public.usage_events (owner_id, purpose, model, probe_id, input_tokens)
-values (%(owner_id)s, 'embedding', %(model)s, %(probe_id)s, %(input_tokens)s);
+insert into public.usage_events (owner_id, purpose, model, input_tokens)
+values (%(owner_id)s, 'embedding', %(model)s, %(input_tokens)s);
 
 -- name: benchmark_memory
 select public.benchmark_memory();
@@ -179,21 +173,19 @@ from public.roi_benchmark_breakdown b;
 -- name: worker_listen
 listen roi_work;
 
--- What the worker will find at start: the mode, and rows already queued for a model.
+-- What the worker will find at start: the mode, and rows already queued that need a model (every
+-- kind but embed_question, which the embedding door serves without a provider key).
 -- name: worker_queue_state
-select s.extractor,
-       (select count(*) from roi.probes p where p.state = 'pending')
-       + (select count(*) from roi.judgments j)
-       + (select count(*) from roi.closed_book_queue c) as queued
+select s.extractor, (select count(*) from roi.work w where w.kind <> 'embed_question') as queued
 from roi.settings s;
 
--- name: claim_judgment
-select run_id, probe_id, owner_id, attempt, question, source_kind, source_title, source_body, surfaced
-from roi.claim_judgment();
+-- name: claim_work
+select work_id, kind, attempt, owner_id, run_id, probe_id, question, source_kind, source_title, source_body,
+       surfaced
+from roi.claim_work();
 
--- name: claim_generation
-select probe_id, owner_id, attempt, source_kind, source_title, source_body
-from roi.claim_generation();
+-- name: release_work
+select roi.release_work(%(work_id)s, %(attempt)s, %(failure)s);
 
 -- name: owner_provider_key
 select roi.owner_provider_key(%(owner_id)s, %(provider)s, %(passphrase)s);
@@ -209,25 +201,15 @@ select roi.record_question(%(probe_id)s, %(question)s, %(origin)s, %(generator)s
 select roi.record_question(%(probe_id)s, %(question)s, %(embedding)s::extensions.vector, %(embedding_model)s,
                            %(origin)s, %(generator)s);
 
--- name: release_generation
-select roi.release_generation(%(probe_id)s, %(attempt)s, %(failure)s);
-
 -- name: record_verdict
 select roi.record_verdict(%(run_id)s, %(probe_id)s, %(with_memory)s, %(without_memory)s,
                           %(confidence)s::real, %(reason)s, %(judge_fingerprint)s);
 
--- name: release_judgment
-select roi.release_judgment(%(run_id)s, %(probe_id)s, %(attempt)s, %(failure)s);
-
--- name: claim_closed_book
-select run_id, probe_id, owner_id, attempt, question, source_kind, source_title, source_body
-from roi.claim_closed_book();
-
 -- name: record_closed_book
 select roi.record_closed_book(%(run_id)s, %(probe_id)s, %(correct)s);
 
--- name: release_closed_book
-select roi.release_closed_book(%(run_id)s, %(probe_id)s, %(attempt)s, %(failure)s);
+-- name: record_question_embedding
+select roi.record_question_embedding(%(probe_id)s, %(embedding)s::extensions.vector, %(embedding_model)s);
 
 -- name: store_provider_key
 select roi.store_provider_key(%(owner_id)s, %(provider)s, %(api_key)s, %(passphrase)s);
@@ -379,7 +361,7 @@ order by p.id;
 -- ============================================================================================
 
 -- name: bench_peer_begin
-select pg_try_advisory_xact_lock(hashtextextended('roi.benchmark:' || %(owner)s::text, 0)) as locked,
+select pg_try_advisory_xact_lock(roi.owner_lock_key(%(owner)s)) as locked,
        roi.open_gate(), roi.retire_unreachable_probes() as retired, roi.top_up_pool() as added;
 
 -- name: bench_peer_open_run
@@ -410,7 +392,7 @@ insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, with_memory, wi
 values (%(run_id)s, %(probe_id)s, %(owner)s, %(memory_id)s, %(with_memory)s, false, 'deterministic');
 
 -- name: bench_peer_finish
-select roi.close_run_if_done(%(run_id)s) as closed, roi.rotate_pool(%(run_id)s) as rotated,
+select roi.close_run_if_done(%(run_id)s) as closed, roi.rotate_completed_runs(null) as rotated,
        roi.top_up_pool() as added, roi.close_gate();
 
 -- name: bench_peer_count_served
@@ -430,7 +412,7 @@ select roi.upkeep_owner(%(owner)s);
 -- Empty every pool (as rotation would, all at once) so the next cycle must refill them; then mark
 -- every owner dirty, which is what makes upkeep visit every owner with a pool.
 -- name: bench_retire_all_probes
-update roi.probes set state = 'retired', retired_reason = 'rotated', retired_at = now(), lease_until = null
+update roi.probes set state = 'retired', retired_reason = 'rotated', retired_at = now()
 where state in ('pending', 'active');
 
 -- Retire the `k` longest-serving active probes of every owner, as one rotation per owner would.
@@ -524,21 +506,23 @@ with owners as (
   select r.id, r.owner_id, now() from new_runs r
 ), new_probes as (
   insert into roi.probes (owner_id, memory_id, source_kind, source_scope, source_title, source_body,
-                          question, state, activated_at)
+                          question, state, activated_at, question_embedding, question_embedding_model)
   select r.owner_id, gen_random_uuid(), 'decision', 'personal', 'Bench decision ' || g,
          'The body of bench decision ' || g || ': we chose the second option for its lower cost.',
-         'Which option did bench decision ' || g || ' choose?', 'active', now()
+         'Which option did bench decision ' || g || ' choose?', 'active', now(),
+         -- embedded already, as the worker leaves the questions it writes: judgments only in the queue
+         array_fill(0.05::real, array[384])::extensions.vector, 'bench'
   from new_runs r, generate_series(1, %(per_run)s) g
   returning id, owner_id
 ), snapshots as (
   insert into roi.recalls (run_id, probe_id, owner_id, surfaced_ids, surfaced)
   select r.id, p.id, p.owner_id, '{}', '[]' from new_probes p join new_runs r on r.owner_id = p.owner_id
 )
-insert into roi.judgments (run_id, probe_id, owner_id)
-select r.id, p.id, p.owner_id from new_probes p join new_runs r on r.owner_id = p.owner_id;
+insert into roi.work (kind, run_id, probe_id, owner_id)
+select 'judge', r.id, p.id, p.owner_id from new_probes p join new_runs r on r.owner_id = p.owner_id;
 
 -- name: bench_queued_judgments
-select count(*) from roi.judgments;
+select count(*) from roi.work where kind = 'judge';
 
 -- name: bench_drain_span_ms
 select extract(epoch from max(v.recorded_at) - min(v.recorded_at)) * 1000, count(*)
@@ -573,7 +557,7 @@ select exists (select from roi.run_closures where run_id = %(run_id)s);
 -- Worker lanes that are connected and idle after looking for work: the worker is ready.
 -- name: bench_idle_worker_lanes
 select count(*) from pg_stat_activity
-where usename = 'roi_worker' and state = 'idle' and query like '%%claim_generation%%';
+where usename = 'roi_worker' and state = 'idle' and query like '%%claim_work%%';
 -- The bundled hybrid recall, same sample, with a query vector (random unit, as the corpus's).
 -- name: bench_recall_hybrid
 select memory_id, kind, scope, title, body, score

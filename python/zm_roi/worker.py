@@ -1,11 +1,12 @@
-"""`zm-roi worker`: the LLM half of the benchmark. Each of its lanes (ZM_WORKER_CONCURRENCY threads,
-settings.DEFAULT_WORKER_CONCURRENCY by default, each with its own connection) claims one queued row at
-a time (a queued judgment first, since a user is waiting for that run, then a closed-book spot-check,
-else a pending probe), asks the model, and hands the outcome back to SQL together with the call's usage
-event, in one transaction. Several calls are in flight at once, so a 20-question pool or run costs a
-few model round trips, not twenty.
+"""`zm-roi worker`: the LLM half of the benchmark, and the one embedder of probe questions. Each of its
+lanes (ZM_WORKER_CONCURRENCY threads, settings.DEFAULT_WORKER_CONCURRENCY by default, each with its own
+connection) claims one row of the work queue at a time with one round trip (roi.claim_work() hands out
+the most urgent: a waiting run's judgments first, then closed-book spot-checks, questions to write,
+questions to embed), does its kind of work (a model call, or an embedding, which needs no provider
+key), and hands the outcome back to SQL together with the call's usage event, in one transaction.
+Several calls are in flight at once, so a 20-question pool or run costs a few model round trips.
 
-Every state change goes through the roi_worker verbs (claim_…, record_…, release_…); the worker
+Every state change goes through the roi_worker verbs (claim_work, record_…, release_work); the worker
 connects as `roi_worker` and sees only what the claimed row carries. NOTIFY wakes it, polling
 guarantees it, and a crashed worker's row comes back by itself when its lease runs out.
 Logs carry ids and outcomes, never question or memory text.
@@ -48,7 +49,7 @@ class WorkerConfig:
     poll_seconds: float = 5.0
     timeout_seconds: float = 90.0
     concurrency: int = DEFAULT_WORKER_CONCURRENCY
-    # Probe questions are embedded as they are written; None when embeddings are off.
+    # Probe questions are embedded (as they are written, and as embed_question work); None when off.
     embedding_model: str | None = field(default_factory=embeddings.configured_model)
 
 
@@ -171,17 +172,11 @@ class Worker:
                 self._lane_listening(False)
 
     def step(self, conn: psycopg.Connection) -> bool:
-        """Claim one row and finish it; False when nothing is claimable."""
-        job = conn.execute(query("claim_judgment")).fetchone()
-        if job is not None:
-            ok = self._judge(conn, job)
-        elif (job := conn.execute(query("claim_closed_book")).fetchone()) is not None:
-            ok = self._closed_book(conn, job)
-        else:
-            job = conn.execute(query("claim_generation")).fetchone()
-            if job is None:
-                return False
-            ok = self._generate(conn, job)
+        """Claim one row (one round trip) and finish it; False when nothing is claimable."""
+        job = conn.execute(query("claim_work")).fetchone()
+        if job is None:
+            return False
+        ok = self._KINDS[job["kind"]](self, conn, job)
         with self._lock:
             self.handled += 1
             if ok:
@@ -190,29 +185,21 @@ class Worker:
                 self.failed += 1
         return True
 
-    # ---- the two kinds of row ----------------------------------------------------------------
+    # ---- the kinds of work (roi.work.kind) ---------------------------------------------------
 
     def _generate(self, conn: psycopg.Connection, job: dict) -> bool:
         model = self.config.generation_model
         kind, title, body = job["source_kind"], job["source_title"], job["source_body"]
-        release = {"probe_id": job["probe_id"], "attempt": job["attempt"]}
-        ask = {"release_query": "release_generation", "release_args": release}
         first = prompts.generation_prompt(kind, title, body)
-        outcome = self._ask(conn, job, model, first, prompts.parse_question_shape, **ask)
+        outcome = self._ask(conn, job, model, first, prompts.parse_question_shape)
         # The question gate: a question that fails it goes back to the model once with the reason (a
         # metered call, counted as 'retry'); failing again, the probe takes its template question. A
         # retry that got no reply at all (provider, network) fails the attempt, for the queue to retry.
         origin, question, retry = "model", outcome.value, None
         refusal = None if outcome.failure else prompts.gate_refusal(question, title, body)
         if refusal is not None:
-            retry = self._ask(
-                conn,
-                job,
-                model,
-                prompts.generation_prompt(kind, title, body, refused=refusal),
-                lambda text: prompts.parse_question(text, title, body),
-                **ask,
-            )
+            second = prompts.generation_prompt(kind, title, body, refused=refusal)
+            retry = self._ask(conn, job, model, second, lambda text: prompts.parse_question(text, title, body))
             origin, question = ("retry", retry.value) if retry.failure is None else ("template", None)
         failure = outcome.failure or (retry.failure if retry is not None and retry.reply is None else None)
         with conn.transaction():
@@ -223,8 +210,7 @@ class Worker:
                 done = self._record_question(conn, job, question, origin)
                 result = f"question recorded ({origin})" if done else "question dropped: the probe is no longer pending"
             else:
-                state = _scalar(conn, "release_generation", {**release, "failure": failure})
-                result = f"{_FAILED[state]}: {failure}"
+                result = self._release(conn, job, failure)
         log.info(
             "generation probe=%s owner=%s attempt=%s: %s%s%s",
             job["probe_id"],
@@ -238,9 +224,9 @@ class Worker:
 
     def _record_question(self, conn: psycopg.Connection, job: dict, question: str | None, origin: str) -> bool:
         """Record the question with its embedding (one more metered call), so the probe joins the pool
-        ready for both legs of the recall; without one if embeddings are off or the call failed (the
-        lexical leg still serves it, and `zm-roi embed` fills it in later), or for a template question
-        (None here: SQL writes it)."""
+        ready for both legs of the recall. A template question (None here: SQL writes it) is embedded
+        by the embed_question work its activation queued; so is a question whose embedding call failed.
+        With embeddings off that row leaves in the same transaction (nothing will embed it)."""
         args = {
             "probe_id": job["probe_id"],
             "question": question,
@@ -248,42 +234,57 @@ class Worker:
             "generator": prompts.fingerprint(self.config.generation_model, "generate_question.j2"),
         }
         model = self.config.embedding_model
-        if model is None or question is None:
+        if model is None:
+            done = _scalar(conn, "record_question", args)
+            no_embedding = {"probe_id": job["probe_id"], "embedding": None, "embedding_model": None}
+            _scalar(conn, "record_question_embedding", no_embedding)
+            return done
+        if question is None:
             return _scalar(conn, "record_question", args)
         try:
             embedded = embeddings.embed([question], as_query=True, model=model)
         except Exception as exc:
             log.info("generation probe=%s: question not embedded: %s", job["probe_id"], describe(exc))
             return _scalar(conn, "record_question", args)
-        conn.execute(
-            query("record_usage"),
-            {
-                "owner_id": job["owner_id"],
-                "purpose": "embedding",
-                "model": model,
-                "run_id": None,
-                "probe_id": job["probe_id"],
-                "input_tokens": embedded.input_tokens,
-                "output_tokens": 0,
-                "byok": False,
-                "cost_usd": None,
-            },
-        )
+        self._meter_embedding(conn, job, model, embedded)
         return _scalar(
             conn,
             "record_question_embedded",
             {**args, "embedding": embeddings.literal(embedded.vectors[0]), "embedding_model": model},
         )
 
+    def _embed_question(self, conn: psycopg.Connection, job: dict) -> bool:
+        """embed_question work: a templated question (or one an older model embedded) gets the embedding
+        of the model in force. No provider key is involved; with embeddings off the row just leaves."""
+        model = self.config.embedding_model
+        args = {"probe_id": job["probe_id"], "embedding": None, "embedding_model": None}
+        embedded = None
+        failure = None
+        if model is not None:
+            try:
+                embedded = embeddings.embed([job["question"]], as_query=True, model=model)
+            except Exception as exc:  # the offline model or a provider: another attempt may succeed
+                failure = describe(exc)
+        with conn.transaction():
+            if failure is not None:
+                result = self._release(conn, job, failure)
+            elif embedded is None:
+                _scalar(conn, "record_question_embedding", args)
+                result = "embeddings are off: left to the lexical leg"
+            else:
+                self._meter_embedding(conn, job, model, embedded)
+                args.update(embedding=embeddings.literal(embedded.vectors[0]), embedding_model=model)
+                done = _scalar(conn, "record_question_embedding", args)
+                result = "embedding recorded" if done else "embedding dropped: the probe is no longer active"
+        log.info("embedding probe=%s owner=%s attempt=%s: %s", job["probe_id"], job["owner_id"], job["attempt"], result)
+        return failure is None
+
     def _judge(self, conn: psycopg.Connection, job: dict) -> bool:
         model = self.config.judge_model
         prompt = prompts.judge_prompt(
             job["question"], job["source_kind"], job["source_title"], job["source_body"], job["surfaced"]
         )
-        release = {"run_id": job["run_id"], "probe_id": job["probe_id"], "attempt": job["attempt"]}
-        outcome = self._ask(
-            conn, job, model, prompt, prompts.parse_judgment, release_query="release_judgment", release_args=release
-        )
+        outcome = self._ask(conn, job, model, prompt, prompts.parse_judgment)
         with conn.transaction():
             self._meter(conn, "judgment", model, job, outcome)
             if outcome.failure is None:
@@ -308,8 +309,7 @@ class Worker:
                     else "verdict dropped: the judgment is no longer queued"
                 )
             else:
-                state = _scalar(conn, "release_judgment", {**release, "failure": outcome.failure})
-                result = f"{_FAILED[state]}: {outcome.failure}"
+                result = self._release(conn, job, outcome.failure)
         log.info(
             "judgment run=%s probe=%s owner=%s attempt=%s: %s%s",
             job["run_id"],
@@ -326,10 +326,8 @@ class Worker:
         a grading call compares that answer with the ground truth. Both calls are metered; the bare answer
         is never stored or logged."""
         model = self.config.judge_model
-        release = {"run_id": job["run_id"], "probe_id": job["probe_id"], "attempt": job["attempt"]}
-        ask = {"release_query": "release_closed_book", "release_args": release}
         bare = prompts.closed_book_prompt(job["question"])
-        answer = self._ask(conn, job, model, bare, prompts.parse_bare_answer, **ask)
+        answer = self._ask(conn, job, model, bare, prompts.parse_bare_answer)
         with conn.transaction():  # metered now: the grading call below may never come back
             self._meter(conn, "closed_book_answer", model, job, answer)
         grade = None
@@ -337,18 +335,21 @@ class Worker:
             grading = prompts.closed_book_grade_prompt(
                 job["question"], job["source_kind"], job["source_title"], job["source_body"], answer.value
             )
-            grade = self._ask(conn, job, model, grading, prompts.parse_grade, **ask)
+            grade = self._ask(conn, job, model, grading, prompts.parse_grade)
         failure = answer.failure or (grade.failure if grade else None)
         with conn.transaction():
             if grade is not None:
                 self._meter(conn, "closed_book_grade", model, job, grade)
             if failure is None:
                 correct = grade.value.correct
-                done = _scalar(conn, "record_closed_book", {**release, "correct": correct})
+                done = _scalar(
+                    conn,
+                    "record_closed_book",
+                    {"run_id": job["run_id"], "probe_id": job["probe_id"], "correct": correct},
+                )
                 result = f"bare model {'right' if correct else 'wrong'}" if done else "grade dropped: no longer queued"
             else:
-                state = _scalar(conn, "release_closed_book", {**release, "failure": failure})
-                result = f"{_FAILED[state]}: {failure}"
+                result = self._release(conn, job, failure)
         log.info(
             "closed-book run=%s probe=%s owner=%s attempt=%s: %s%s%s",
             job["run_id"],
@@ -361,7 +362,40 @@ class Worker:
         )
         return failure is None
 
+    _KINDS: dict[str, Callable[[Worker, psycopg.Connection, dict], bool]] = {
+        "judge": _judge,
+        "closed_book": _closed_book,
+        "write_question": _generate,
+        "embed_question": _embed_question,
+    }
+
     # ---- shared steps ------------------------------------------------------------------------
+
+    @staticmethod
+    def _release(conn: psycopg.Connection, job: dict, failure: str) -> str:
+        """Hand a failed attempt back (roi.release_work: retry after a backoff, or give up the way the
+        row's kind gives up); returns what happened, for the log line."""
+        state = _scalar(
+            conn, "release_work", {"work_id": job["work_id"], "attempt": job["attempt"], "failure": failure}
+        )
+        return f"{_FAILED[state]}: {failure}"
+
+    @staticmethod
+    def _meter_embedding(conn: psycopg.Connection, job: dict, model: str, embedded: embeddings.Embedded) -> None:
+        conn.execute(
+            query("record_usage"),
+            {
+                "owner_id": job["owner_id"],
+                "purpose": "embedding",
+                "model": model,
+                "run_id": None,
+                "probe_id": job["probe_id"],
+                "input_tokens": embedded.input_tokens,
+                "output_tokens": 0,
+                "byok": False,
+                "cost_usd": None,
+            },
+        )
 
     def _ask(
         self,
@@ -370,9 +404,6 @@ class Worker:
         model: str,
         prompt: str,
         parse: Callable[[str], Any],
-        *,
-        release_query: str,
-        release_args: dict,
     ) -> Outcome:
         """Call the model on the owner's own key when they stored one, else the deployment's. A provider,
         network or parse failure becomes an Outcome the queue retries; anything else (a bug) releases
@@ -411,11 +442,13 @@ class Worker:
         except BaseException as exc:
             why = f"worker bug: {describe(exc)}"
             try:
-                conn.execute(query(release_query), {**release_args, "failure": why})
+                conn.execute(
+                    query("release_work"), {"work_id": job["work_id"], "attempt": job["attempt"], "failure": why}
+                )
             except psycopg.Error as lost:
                 log.warning("could not release the row (%s); its lease brings it back", describe(lost))
             else:
-                log.error("%s: %s, row released", release_query.removeprefix("release_"), why)
+                log.error("%s: %s, row released", job["kind"], why)
             raise
 
     def _meter(self, conn: psycopg.Connection, purpose: str, model: str, job: dict, outcome: Outcome) -> None:
@@ -457,7 +490,7 @@ _FAILED = {
     "retired": "failed for the last time, probe retired",
     "skipped": "failed for the last time, recorded as skipped",
     "stale": "failed, and the row had already moved on",
-    "dropped": "failed for the last time, spot-check dropped",
+    "dropped": "failed for the last time, dropped",
 }
 
 
@@ -489,7 +522,8 @@ def run_worker(db_url: str, config: WorkerConfig, once: bool = False) -> Worker:
     """The `zm-roi worker` process: keys checked once, SIGTERM finishes the rows in hand.
 
     In deterministic mode nothing needs a model (templates write the questions, the judge is a
-    retrieval check), so the keys are only demanded when rows queued in LLM mode are still waiting.
+    retrieval check, and embedding a question needs no provider key), so the keys are only demanded
+    when rows queued in LLM mode are still waiting.
     """
     with psycopg.connect(db_url, row_factory=dict_row) as conn:
         queue = conn.execute(query("worker_queue_state")).fetchone()
@@ -505,7 +539,7 @@ def run_worker(db_url: str, config: WorkerConfig, once: bool = False) -> Worker:
     if queue["extractor"] == "deterministic":
         log.info(
             "deterministic mode: questions come from templates and the judge is a retrieval check, "
-            "so no row needs a model%s",
+            "so no row needs a model (the worker embeds questions)%s",
             f"; draining {queue['queued']} row(s) queued earlier in LLM mode" if queue["queued"] else "",
         )
     log.info(

@@ -11,23 +11,16 @@
 -- Fires when roi.settings switches deterministic → LLM (and once below, for a database already in
 -- LLM mode): every owner's active probe whose question is its template question becomes pending
 -- again. It runs as whoever writes the setting (`zm-roi configure`, the database owner), reads no
--- memory, and wakes the worker.
+-- memory; roi.queue_probe_work queues the writing and wakes the worker.
 create function roi.hand_template_questions_to_writer() returns trigger
   language plpgsql volatile security invoker set search_path = ''
 as $$
-declare
-  handed integer;
 begin
   update roi.probes p
   set state = 'pending', question = null, activated_at = null, question_embedding = null,
-      question_embedding_model = null, attempts = 0, run_after = now(), lease_until = null,
-      last_error = null
+      question_embedding_model = null, last_error = null
   where p.state = 'active'
     and p.question = roi.template_question(p.source_kind, p.source_title, p.source_body);
-  get diagnostics handed = row_count;
-  if handed > 0 then
-    perform pg_notify('roi_work', 'probe_generation');
-  end if;
   return null;
 end
 $$;

@@ -42,7 +42,9 @@ create trigger run_judges_refuse_truncate before truncate on roi.run_judges
 -- Functions
 -- ============================================================================================
 
--- Unchanged but for question_origin, copied from the probe so the runs view can count it.
+-- After recalls are recorded: keep the text-free outcome of each (source rank, kind, scope), and in
+-- LLM mode queue up to roi.settings.closed_book_checks of the run's probes for the closed-book
+-- spot-check, picked at random. Runs as whoever recorded the recalls (the owner, inside the benchmark).
 create or replace function roi.note_recall_outcomes() returns trigger
   language plpgsql security invoker set search_path = ''
 as $$
@@ -58,18 +60,18 @@ begin
   on conflict (run_id, probe_id) do nothing;
 
   if checks > 0 then
-    insert into roi.closed_book_queue (run_id, probe_id, owner_id)
-    select x.run_id, x.probe_id, x.owner_id
+    insert into roi.work (kind, run_id, probe_id, owner_id)
+    select 'closed_book', x.run_id, x.probe_id, x.owner_id
     from (
       select n.run_id, n.probe_id, n.owner_id,
              row_number() over (partition by n.run_id order by random()) as pick,
-             (select count(*) from roi.closed_book_queue q where q.run_id = n.run_id)
+             (select count(*) from roi.work q where q.run_id = n.run_id and q.kind = 'closed_book')
                + (select count(*) from roi.closed_book_results b where b.run_id = n.run_id) as already
       from recorded n join roi.runs r on r.id = n.run_id
       where r.mode = 'llm'
     ) x
     where x.pick + x.already <= checks
-    on conflict (run_id, probe_id) do nothing;
+    on conflict do nothing;
     get diagnostics queued = row_count;
     if queued > 0 then
       perform pg_notify('roi_work', 'closed_book');
@@ -82,11 +84,12 @@ $$;
 drop function roi.record_question(uuid, text, extensions.vector, text);
 drop function roi.record_question(uuid, text);
 
--- The question the worker wrote for a claimed probe: the probe joins the pool, marked with where its
--- question came from ('model'; 'retry' when the gate refused the first and the model's second passed;
--- 'template' when both failed: new_question is then ignored and the probe takes its template
--- question) and which generator wrote it. False when the probe is no longer pending (another worker
--- got there first, or upkeep retired it): the question is dropped.
+-- The question the worker wrote for a claimed probe: the probe joins the pool (and its
+-- write_question row leaves the queue), marked with where its question came from ('model'; 'retry'
+-- when the gate refused the first and the model's second passed; 'template' when both failed:
+-- new_question is then ignored and the probe takes its template question) and which generator wrote
+-- it. False when the probe is no longer pending (another worker got there first, or upkeep retired
+-- it): the question is dropped.
 create function roi.record_question(target_probe uuid, new_question text, new_origin text default 'model',
   new_generator text default null) returns boolean
   language plpgsql volatile security invoker set search_path = ''
@@ -105,8 +108,8 @@ begin
     raise exception 'roi.record_question: a question has 10 to 300 characters' using errcode = '22023';
   end if;
   update roi.probes p
-  set question = btrim(written), state = 'active', activated_at = now(),
-      lease_until = null, last_error = null, question_origin = new_origin, generator_fingerprint = new_generator
+  set question = btrim(written), state = 'active', activated_at = now(), last_error = null,
+      question_origin = new_origin, generator_fingerprint = new_generator
   where p.id = target_probe and p.state = 'pending';
   return found;
 end
@@ -143,8 +146,8 @@ begin
   if judged_with_memory is null or judged_without_memory is null then
     raise exception 'roi.record_verdict: a verdict says yes or no to both questions' using errcode = '22023';
   end if;
-  select j.id, j.owner_id into job from roi.judgments j
-  where j.run_id = target_run and j.probe_id = target_probe
+  select w.id, w.owner_id into job from roi.work w
+  where w.kind = 'judge' and w.run_id = target_run and w.probe_id = target_probe
   for update;
   if not found then
     return false;
@@ -291,7 +294,7 @@ create policy "The worker reads the judges of open runs" on roi.run_judges
   using (exists (select from roi.pending_runs pr where pr.run_id = run_judges.run_id));
 create policy "The worker records the judge of queued judgments only" on roi.run_judges
   for insert to roi_worker
-  with check (exists (select from roi.judgments j where j.run_id = run_judges.run_id));
+  with check (exists (select from roi.work w where w.kind = 'judge' and w.run_id = run_judges.run_id));
 
 -- ============================================================================================
 -- Grants

@@ -16,8 +16,8 @@
 -- carry no text; their owner reads them, which is what lets the security_invoker views aggregate.
 -- The retrieval figures need the source's rank among the surfaced results and the probe's kind and
 -- scope, so a trigger on roi.recalls copies those text-free facts into roi.recall_outcomes, which the
--- owner reads as they read verdicts. The closed-book queue carries ids only and is the worker's; its
--- results are booleans the owner reads. The bare model's answer is never stored.
+-- owner reads as they read verdicts. The work queue (roi.work, 50_roi_worker.sql) carries ids only;
+-- closed-book results are booleans the owner reads. The bare model's answer is never stored.
 
 create schema if not exists roi;
 revoke all on schema roi from public;
@@ -44,12 +44,15 @@ create table roi.settings (
   closed_book_checks integer not null default 0 check (closed_book_checks between 0 and 200),
   -- The recall the benchmark calls, as a regprocedure text (`public.recall(text,uuid,…)`); resolved
   -- on every run, so a dropped function fails the run with a clear message instead of calling another.
-  recall_function text not null default 'public.recall(text,uuid,uuid,integer,boolean,extensions.vector)'
+  recall_function text not null default 'public.recall(text,uuid,uuid,integer,boolean,extensions.vector)',
+  -- Whether that recall takes the query embedding (its sixth argument): recorded whenever
+  -- recall_function is written (roi.note_recall_takes_embedding), read by every run.
+  recall_takes_embedding boolean not null default true
 );
 insert into roi.settings default values;
 
 -- A probe: one question about one source memory, for one owner, pinned where its truth lives.
--- Pending probes are also the generation queue (attempts, lease) in LLM mode.
+-- A pending probe waits for the worker to write its question (a write_question row in roi.work).
 create table roi.probes (
   id uuid primary key default gen_random_uuid(),
   owner_id uuid not null references auth.users (id) on delete cascade,
@@ -65,15 +68,13 @@ create table roi.probes (
   retired_reason text check (retired_reason in
     ('source_invalidated', 'source_unreachable', 'rotated', 'generation_failed')),
   runs_served integer not null default 0,
-  attempts integer not null default 0,
-  run_after timestamptz not null default now(),
-  lease_until timestamptz,
+  -- Why the worker gave up writing its question (a probe retired as 'generation_failed').
   last_error text,
   created_at timestamptz not null default now(),
   activated_at timestamptz,
   retired_at timestamptz,
-  -- The question's embedding and its model, for the semantic leg of recall: written by the worker
-  -- with the question it writes, or by the backfill (`zm-roi embed`) for templated questions.
+  -- The question's embedding and its model, for the semantic leg of recall: written by the worker,
+  -- with the question it writes or as embed_question work for a templated one.
   question_embedding extensions.vector(384),
   question_embedding_model text,
   -- Where the question came from (LLM mode: 'model'; 'retry' when the question gate refused the first
@@ -111,20 +112,6 @@ create table roi.recalls (
 );
 -- Stored uncompressed: pglz on ~5.5 kB of jsonb cost every run ~1.7 ms (20261201080000).
 alter table roi.recalls alter column surfaced set storage external;
-
--- The judging queue (LLM mode): one row per probe of a run, claimed with a lease.
-create table roi.judgments (
-  id bigint generated always as identity primary key,
-  run_id uuid not null references roi.runs (id) on delete cascade,
-  probe_id uuid not null references roi.probes (id) on delete cascade,
-  owner_id uuid not null references auth.users (id) on delete cascade,
-  attempts integer not null default 0,
-  run_after timestamptz not null default now(),
-  lease_until timestamptz,
-  last_error text,
-  created_at timestamptz not null default now(),
-  unique (run_id, probe_id)
-);
 
 -- One verdict per probe of a run. Booleans and ids only: no memory text, so owners may read it.
 -- Skipped: the run timed out, the judge kept failing, the probe retired, or the database switched to
@@ -187,20 +174,6 @@ create table roi.recall_outcomes (
   primary key (run_id, probe_id)
 );
 
--- The spot-check queue (LLM mode): probes of a run to ask closed-book, claimed with a lease.
-create table roi.closed_book_queue (
-  id bigint generated always as identity primary key,
-  run_id uuid not null references roi.runs (id) on delete cascade,
-  probe_id uuid not null references roi.probes (id) on delete cascade,
-  owner_id uuid not null references auth.users (id) on delete cascade,
-  attempts integer not null default 0,
-  run_after timestamptz not null default now(),
-  lease_until timestamptz,
-  last_error text,
-  created_at timestamptz not null default now(),
-  unique (run_id, probe_id)
-);
-
 -- Whether the bare model (question only, no memory) answered as the ground truth does. Append-only.
 create table roi.closed_book_results (
   run_id uuid not null references roi.runs (id) on delete cascade,
@@ -226,13 +199,9 @@ create table roi.run_judges (
 -- Indexes
 -- ============================================================================================
 create index probes_owner_state_idx on roi.probes (owner_id, state);
-create index probes_pending_idx on roi.probes (run_after) where state = 'pending';
 create index runs_owner_started_idx on roi.runs (owner_id, started_at desc);
 create index recalls_probe_idx on roi.recalls (probe_id);
 create index recalls_owner_idx on roi.recalls (owner_id);
-create index judgments_ready_idx on roi.judgments (run_after);
-create index judgments_probe_idx on roi.judgments (probe_id);
-create index judgments_owner_idx on roi.judgments (owner_id);
 create index verdicts_owner_run_idx on roi.verdicts (owner_id, run_id);
 create index verdicts_probe_idx on roi.verdicts (probe_id);
 create index run_closures_owner_idx on roi.run_closures (owner_id);
@@ -240,9 +209,6 @@ create index rotations_owner_idx on roi.rotations (owner_id);
 create index pending_runs_owner_idx on roi.pending_runs (owner_id);
 create index recall_outcomes_owner_idx on roi.recall_outcomes (owner_id);
 create index recall_outcomes_probe_idx on roi.recall_outcomes (probe_id);
-create index closed_book_queue_ready_idx on roi.closed_book_queue (run_after);
-create index closed_book_queue_probe_idx on roi.closed_book_queue (probe_id);
-create index closed_book_queue_owner_idx on roi.closed_book_queue (owner_id);
 create index closed_book_results_owner_idx on roi.closed_book_results (owner_id);
 create index closed_book_results_probe_idx on roi.closed_book_results (probe_id);
 create index run_judges_owner_idx on roi.run_judges (owner_id);
@@ -351,7 +317,7 @@ begin
       and (m.id is null or m.invalidated_at is not null)
   )
   update roi.probes p
-  set state = 'retired', retired_reason = d.reason, retired_at = now(), lease_until = null
+  set state = 'retired', retired_reason = d.reason, retired_at = now()
   from doomed d
   where p.id = d.id;
   get diagnostics retired = row_count;
@@ -406,8 +372,9 @@ end
 $$;
 
 -- Deterministic mode: the caller's pending probes (queued for a worker that is not coming, after a
--- switch from LLM mode) get their template question and join the pool. A worker still holding one
--- finds it no longer pending and drops its question (roi.record_question returns false).
+-- switch from LLM mode) get their template question and join the pool (their write_question work
+-- leaves the queue with the state change). A worker still holding one finds it no longer pending and
+-- drops its question (roi.record_question returns false).
 create function roi.take_over_pending_probes() returns integer
   language plpgsql volatile security invoker set search_path = ''
 as $$
@@ -416,7 +383,7 @@ declare
 begin
   update roi.probes p
   set question = roi.template_question(p.source_kind, p.source_title, p.source_body),
-      state = 'active', activated_at = now(), lease_until = null, last_error = null
+      state = 'active', activated_at = now()
   where p.owner_id = (select auth.uid()) and p.state = 'pending';
   get diagnostics taken = row_count;
   return taken;
@@ -425,31 +392,24 @@ $$;
 
 -- Fires when roi.settings switches deterministic → LLM: every owner's active probe whose question is
 -- its template question becomes pending again (question and embedding cleared), so the worker writes
--- a real one; template questions quote the title, and an LLM-judged run carries no caveat. It runs
--- as whoever writes the setting (`zm-roi configure`, the database owner), reads no memory, and wakes
--- the worker.
+-- a real one (roi.queue_probe_work queues it and wakes the worker); template questions quote the
+-- title, and an LLM-judged run carries no caveat. It runs as whoever writes the setting
+-- (`zm-roi configure`, the database owner) and reads no memory.
 create function roi.hand_template_questions_to_writer() returns trigger
   language plpgsql volatile security invoker set search_path = ''
 as $$
-declare
-  handed integer;
 begin
   update roi.probes p
   set state = 'pending', question = null, activated_at = null, question_embedding = null,
-      question_embedding_model = null, attempts = 0, run_after = now(), lease_until = null,
-      last_error = null
+      question_embedding_model = null, last_error = null
   where p.state = 'active'
     and p.question = roi.template_question(p.source_kind, p.source_title, p.source_body);
-  get diagnostics handed = row_count;
-  if handed > 0 then
-    perform pg_notify('roi_work', 'probe_generation');
-  end if;
   return null;
 end
 $$;
 
 -- Retire up to `how_many` of the caller's longest-serving active probes after a completed run, and
--- record the rotation once per run. The shared step of roi.rotate_pool() and roi.rotate_and_top_up().
+-- record the rotation once per run. The first step of roi.rotate_and_top_up().
 create function roi.retire_longest_serving(completed_run uuid, how_many integer) returns integer
   language plpgsql volatile security invoker set search_path = ''
 as $$
@@ -479,7 +439,8 @@ $$;
 -- Fill the caller's pool up to the target, newest never-probed knowledge first: from `fresh` (the
 -- newest never-probed memories a caller already read, newest first) when it holds enough, otherwise
 -- read again. Deterministic mode writes the question at once (and first takes over the probes LLM
--- mode left pending); LLM mode leaves the probe pending for the worker and wakes it. The shared step
+-- mode left pending); LLM mode leaves the probe pending for the worker (roi.queue_probe_work queues
+-- and announces its question). The shared step
 -- of roi.top_up_pool() and roi.rotate_and_top_up().
 create function roi.refill_pool(fresh public.memories[]) returns integer
   language plpgsql volatile security invoker set search_path = ''
@@ -515,9 +476,6 @@ begin
   ) q
   on conflict (owner_id, memory_id) do nothing;
   get diagnostics added = row_count;
-  if added > 0 and config.extractor = 'llm' then
-    perform pg_notify('roi_work', 'probe_generation');
-  end if;
   return added;
 end
 $$;
@@ -533,26 +491,8 @@ end
 $$;
 
 -- After a completed run: retire a few of the longest-serving probes, but only when never-probed
--- knowledge exists to replace them (so the benchmark follows what the owner has learned).
-create function roi.rotate_pool(completed_run uuid) returns integer
-  language plpgsql volatile security invoker set search_path = ''
-as $$
-declare
-  fresh integer;
-  retired integer := 0;
-begin
-  if not exists (select from roi.rotations r where r.run_id = completed_run) then
-    select count(*) into fresh
-    from roi.never_probed_knowledge((select s.rotation_per_run from roi.settings s));
-    retired := roi.retire_longest_serving(completed_run, fresh);
-  end if;
-  delete from roi.pending_runs pr where pr.run_id = completed_run;
-  return retired;
-end
-$$;
-
--- After a deterministic run, in the same call: rotation and the top-up that refills the rotated
--- places, with one read of never-probed knowledge instead of two (each read is a statement per layer
+-- knowledge exists to replace them (so the benchmark follows what the owner has learned), and the
+-- top-up that refills the rotated places, with one read of never-probed knowledge instead of two (each read is a statement per layer
 -- the owner reads, under RLS). The newest n never-probed memories are the first n of the newest m for
 -- any m >= n, and retiring a probe does not make its memory never-probed again, so the rows rotation
 -- read to decide how many to retire are the rows the top-up adds. Returns probes retired.
@@ -572,6 +512,32 @@ begin
 end
 $$;
 
+-- The one rotation path, as the caller, in both modes: after each of the caller's completed runs not
+-- yet rotated (an LLM run the worker closed since, or `just_completed`, the deterministic run this
+-- call just judged) rotate and top up, and let the run's bookkeeping go. benchmark_memory() calls it
+-- on every call; upkeep (pg_cron, impersonating the owner) for owners who never call again.
+create function roi.rotate_completed_runs(just_completed uuid) returns integer
+  language plpgsql volatile security invoker set search_path = ''
+as $$
+declare
+  done_run uuid;
+  retired integer := 0;
+begin
+  for done_run in
+    select pr.run_id from roi.pending_runs pr
+    where pr.owner_id = (select auth.uid()) and pr.closed
+    order by pr.started_at
+  loop
+    retired := retired + roi.rotate_and_top_up(done_run);
+    delete from roi.pending_runs pr where pr.run_id = done_run;
+  end loop;
+  if exists (select from roi.run_closures c where c.run_id = just_completed) then
+    retired := retired + roi.rotate_and_top_up(just_completed);
+  end if;
+  return retired;
+end
+$$;
+
 -- Close a run whose every probe has a verdict. Serialised per run by an advisory lock, so the two
 -- workers recording the last two verdicts cannot both miss the moment.
 create function roi.close_run_if_done(target_run uuid) returns boolean
@@ -580,7 +546,7 @@ as $$
 declare
   run roi.runs;
 begin
-  perform pg_advisory_xact_lock(hashtextextended('roi.run:' || target_run::text, 0));
+  perform pg_advisory_xact_lock(roi.run_lock_key(target_run));
   select * into run from roi.runs r where r.id = target_run;
   if run.id is null or exists (select from roi.run_closures c where c.run_id = target_run) then
     return false;
@@ -591,7 +557,7 @@ begin
   insert into roi.run_closures (run_id, owner_id, reason) values (target_run, run.owner_id, 'complete')
   on conflict (run_id) do nothing;
   update roi.pending_runs pr set closed = true where pr.run_id = target_run;
-  delete from roi.judgments j where j.run_id = target_run;
+  delete from roi.work w where w.run_id = target_run and w.kind = 'judge';
   return true;
 end
 $$;
@@ -604,7 +570,7 @@ as $$
 declare
   run roi.runs;
 begin
-  perform pg_advisory_xact_lock(hashtextextended('roi.run:' || target_run::text, 0));
+  perform pg_advisory_xact_lock(roi.run_lock_key(target_run));
   select * into run from roi.runs r where r.id = target_run;
   if run.id is null or exists (select from roi.run_closures c where c.run_id = target_run)
      or run.started_at > clock_timestamp() - (select s.run_timeout from roi.settings s) then
@@ -619,7 +585,7 @@ begin
   insert into roi.run_closures (run_id, owner_id, reason) values (target_run, run.owner_id, 'timeout')
   on conflict (run_id) do nothing;
   update roi.pending_runs pr set closed = true where pr.run_id = target_run;
-  delete from roi.judgments j where j.run_id = target_run;
+  delete from roi.work w where w.run_id = target_run and w.kind = 'judge';
   return true;
 end
 $$;
@@ -636,7 +602,7 @@ begin
      or not exists (select from roi.runs r where r.id = target_run and r.mode = 'llm') then
     return false;
   end if;
-  perform pg_advisory_xact_lock(hashtextextended('roi.run:' || target_run::text, 0));
+  perform pg_advisory_xact_lock(roi.run_lock_key(target_run));
   insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, skipped, skip_reason, judged_by)
   select rc.run_id, rc.probe_id, rc.owner_id, p.memory_id, true, 'mode_changed', 'deterministic'
   from roi.recalls rc
@@ -724,15 +690,18 @@ create function roi.configured_recall(question text, pin_project uuid, pin_team 
   language plpgsql stable security invoker set search_path = ''
 as $$
 declare
-  configured text := (select s.recall_function from roi.settings s);
-  fn regprocedure := to_regprocedure(configured);
+  configured text;
+  takes_embedding boolean;
+  fn regprocedure;
   target record;
 begin
+  select s.recall_function, s.recall_takes_embedding into configured, takes_embedding from roi.settings s;
+  fn := to_regprocedure(configured);
   if fn is null then
     raise exception 'the configured recall function % no longer exists: zm-roi configure --recall-function public.recall',
       configured using errcode = '42883';
   end if;
-  select s.nspname, p.proname, p.prosecdef, p.pronargs into target
+  select s.nspname, p.proname, p.prosecdef into target
   from pg_catalog.pg_proc p join pg_catalog.pg_namespace s on s.oid = p.pronamespace
   where p.oid = fn;
   if target.prosecdef then
@@ -753,7 +722,7 @@ begin
             f.j ->> ''body'', (f.j ->> ''score'')::real, f.n
      from (select to_jsonb(r) as j, r.ordinality as n from %I.%I($1, $2, $3, $4, $5%s) with ordinality r) f
      order by f.n',
-    target.nspname, target.proname, case when target.pronargs = 6 then ', $6' else '' end)
+    target.nspname, target.proname, case when takes_embedding then ', $6' else '' end)
   using question, pin_project, pin_team, match_count, personal_only, question_embedding;
 end
 $$;
@@ -761,8 +730,8 @@ $$;
 -- Recall every active probe as the caller under its pin, through the configured recall, snapshot
 -- what surfaced, and either record strict verdicts at once (deterministic) or queue one judgment per
 -- probe (LLM). The run records which recall produced it and its questions' embedding model. A
--- deterministic run is judged, closed, rotated and refilled before this returns, so it is never
--- pending: upkeep has nothing to attend to, and no pending_runs row is written only to be deleted.
+-- deterministic run is judged and closed before this returns, so it is never pending (no
+-- pending_runs row is written only to be deleted); benchmark_memory() rotates after it at once.
 create function roi.start_run(mode text) returns jsonb
   language plpgsql volatile security invoker set search_path = ''
 as $$
@@ -780,7 +749,7 @@ begin
   insert into roi.runs (owner_id, mode, probe_count, started_at, recall_function, embedding_model)
   values ((select auth.uid()), mode, probe_total, clock_timestamp(),
           (select s.recall_function from roi.settings s),
-          case when (select s.recall_function from roi.settings s) like '%extensions.vector)' then question_model end)
+          case when (select s.recall_takes_embedding from roi.settings s) then question_model end)
   returning id, started_at into new_run, run_started;
   if mode <> 'deterministic' then
     insert into roi.pending_runs (run_id, owner_id, started_at) values (new_run, (select auth.uid()), run_started);
@@ -817,11 +786,10 @@ begin
     else
       perform roi.close_run_if_done(new_run);
     end if;
-    perform roi.rotate_and_top_up(new_run);
   else
-    insert into roi.judgments (run_id, probe_id, owner_id)
-    select rc.run_id, rc.probe_id, rc.owner_id from roi.recalls rc where rc.run_id = new_run;
-    perform pg_notify('roi_work', 'judgment');
+    insert into roi.work (kind, run_id, probe_id, owner_id)
+    select 'judge', rc.run_id, rc.probe_id, rc.owner_id from roi.recalls rc where rc.run_id = new_run;
+    perform pg_notify('roi_work', 'judge');
   end if;
   return jsonb_build_object('status', 'started', 'run_id', new_run, 'probes', probe_total);
 end
@@ -845,18 +813,18 @@ begin
   on conflict (run_id, probe_id) do nothing;
 
   if checks > 0 then
-    insert into roi.closed_book_queue (run_id, probe_id, owner_id)
-    select x.run_id, x.probe_id, x.owner_id
+    insert into roi.work (kind, run_id, probe_id, owner_id)
+    select 'closed_book', x.run_id, x.probe_id, x.owner_id
     from (
       select n.run_id, n.probe_id, n.owner_id,
              row_number() over (partition by n.run_id order by random()) as pick,
-             (select count(*) from roi.closed_book_queue q where q.run_id = n.run_id)
+             (select count(*) from roi.work q where q.run_id = n.run_id and q.kind = 'closed_book')
                + (select count(*) from roi.closed_book_results b where b.run_id = n.run_id) as already
       from recorded n join roi.runs r on r.id = n.run_id
       where r.mode = 'llm'
     ) x
     where x.pick + x.already <= checks
-    on conflict (run_id, probe_id) do nothing;
+    on conflict do nothing;
     get diagnostics queued = row_count;
     if queued > 0 then
       perform pg_notify('roi_work', 'closed_book');
@@ -871,6 +839,27 @@ create function roi.owner_lock_key(owner uuid) returns bigint
   language sql immutable security invoker set search_path = ''
 as $$
   select hashtextextended('roi.benchmark:' || owner::text, 0)
+$$;
+
+-- The advisory lock key that serialises closing one run (its last verdicts, its timeout, a switch of
+-- mode), so that two closers cannot both miss the moment or both close it.
+create function roi.run_lock_key(run uuid) returns bigint
+  language sql immutable security invoker set search_path = ''
+as $$
+  select hashtextextended('roi.run:' || run::text, 0)
+$$;
+
+-- Record whether the recall being configured takes the query embedding, once, where recall_function
+-- is written (`zm-roi configure`, or an operator's update): every run reads the answer.
+create function roi.note_recall_takes_embedding() returns trigger
+  language plpgsql security invoker set search_path = ''
+as $$
+begin
+  new.recall_takes_embedding := coalesce(
+    (select p.pronargs = 6 and p.proargtypes[5] = 'extensions.vector'::regtype
+     from pg_catalog.pg_proc p where p.oid = to_regprocedure(new.recall_function)), false);
+  return new;
+end
 $$;
 
 -- Wait up to roi.settings.owner_lock_wait (default 30 seconds) for the owner's lock: a concurrent
@@ -952,7 +941,9 @@ $$;
 -- INVOKER: every recall runs as the caller with RLS applied. One run per owner at a time: a
 -- transaction-scoped advisory lock serialises concurrent calls, and an open run is the durable
 -- guard that makes a later call answer `in_progress` (unless it is overdue, or an LLM run left
--- without a judge in deterministic mode: either is closed and a new run starts). JIT off: its
+-- without a judge in deterministic mode: either is closed and a new run starts). After a completed
+-- run the pool rotates and tops up before the call returns, in both modes (roi.rotate_completed_runs):
+-- the run it just judged (deterministic), an LLM run the worker closed since the last call. JIT off: its
 -- statements are short, and their estimates grow with the tables, not with their work.
 create function public.benchmark_memory() returns jsonb
   language plpgsql volatile security invoker set search_path = '' set jit = off
@@ -1010,6 +1001,7 @@ begin
   else
     result := roi.start_run(config.extractor);
   end if;
+  perform roi.rotate_completed_runs((result ->> 'run_id')::uuid);
   perform roi.close_gate();
   return result;
 end
@@ -1266,6 +1258,9 @@ create trigger closed_book_results_refuse_truncate before truncate on roi.closed
 create trigger run_judges_refuse_truncate before truncate on roi.run_judges
   for each statement execute function roi.forbid_result_truncate();
 
+create trigger settings_note_recall_takes_embedding before insert or update of recall_function on roi.settings
+  for each row execute function roi.note_recall_takes_embedding();
+
 create trigger recalls_note_outcomes after insert on roi.recalls
   referencing new table as recorded
   for each statement execute function roi.note_recall_outcomes();
@@ -1281,13 +1276,11 @@ alter table roi.settings enable row level security;
 alter table roi.probes enable row level security;
 alter table roi.runs enable row level security;
 alter table roi.recalls enable row level security;
-alter table roi.judgments enable row level security;
 alter table roi.verdicts enable row level security;
 alter table roi.run_closures enable row level security;
 alter table roi.rotations enable row level security;
 alter table roi.pending_runs enable row level security;
 alter table roi.recall_outcomes enable row level security;
-alter table roi.closed_book_queue enable row level security;
 alter table roi.closed_book_results enable row level security;
 alter table roi.run_judges enable row level security;
 
@@ -1306,11 +1299,6 @@ create policy "Owners start runs only inside the benchmark" on roi.runs
   with check (owner_id = (select auth.uid()) and (select roi.inside_benchmark()));
 
 create policy "Owners handle recall snapshots only inside the benchmark" on roi.recalls
-  for all to authenticated
-  using (owner_id = (select auth.uid()) and (select roi.inside_benchmark()))
-  with check (owner_id = (select auth.uid()) and (select roi.inside_benchmark()));
-
-create policy "Owners queue judgments only inside the benchmark" on roi.judgments
   for all to authenticated
   using (owner_id = (select auth.uid()) and (select roi.inside_benchmark()))
   with check (owner_id = (select auth.uid()) and (select roi.inside_benchmark()));
@@ -1344,11 +1332,6 @@ create policy "Owners record recall outcomes only inside the benchmark" on roi.r
   for insert to authenticated
   with check (owner_id = (select auth.uid()) and (select roi.inside_benchmark()));
 
-create policy "Owners queue spot-checks only inside the benchmark" on roi.closed_book_queue
-  for all to authenticated
-  using (owner_id = (select auth.uid()) and (select roi.inside_benchmark()))
-  with check (owner_id = (select auth.uid()) and (select roi.inside_benchmark()));
-
 create policy "Owners read their spot-check results" on roi.closed_book_results
   for select to authenticated using (owner_id = (select auth.uid()));
 
@@ -1362,9 +1345,8 @@ grant select on roi.settings to authenticated;
 grant select, insert, update on roi.probes to authenticated;
 grant select, insert on roi.runs, roi.recalls, roi.verdicts, roi.run_closures, roi.rotations
   to authenticated;
-grant select, insert, delete on roi.judgments to authenticated;
 grant select, insert, update, delete on roi.pending_runs to authenticated;
-grant select, insert on roi.recall_outcomes, roi.closed_book_queue to authenticated;
+grant select, insert on roi.recall_outcomes to authenticated;
 grant select on roi.closed_book_results, roi.run_judges to authenticated;
 
 -- Per-schema default privileges cannot take back the global default (EXECUTE for PUBLIC), so
@@ -1377,11 +1359,11 @@ revoke execute on all functions in schema roi from public;
 grant execute on function roi.inside_benchmark(), roi.open_gate(), roi.close_gate(),
   roi.template_question(text, text, text), roi.pool_counts(), roi.retire_unreachable_probes(),
   roi.never_probed_knowledge(integer), roi.take_over_pending_probes(), roi.top_up_pool(),
-  roi.rotate_pool(uuid), roi.rotate_and_top_up(uuid), roi.retire_longest_serving(uuid, integer),
+  roi.rotate_and_top_up(uuid), roi.rotate_completed_runs(uuid), roi.retire_longest_serving(uuid, integer),
   roi.refill_pool(public.memories[]), roi.close_run_if_done(uuid), roi.close_overdue_run(uuid),
   roi.close_run_left_without_judge(uuid),
   roi.configured_recall(text, uuid, uuid, integer, boolean, extensions.vector), roi.start_run(text),
-  roi.open_run(), roi.owner_lock_key(uuid), roi.wait_for_owner_lock(bigint),
+  roi.open_run(), roi.owner_lock_key(uuid), roi.run_lock_key(uuid), roi.wait_for_owner_lock(bigint),
   roi.wilson_bound(bigint, bigint, boolean), roi.sign_test_p(bigint, bigint),
   roi.run_judge_fingerprint(uuid, text)
   to authenticated;

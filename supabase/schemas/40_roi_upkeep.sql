@@ -55,24 +55,21 @@ as $$
          set_config('role', 'authenticated', true);
 $$;
 
--- Retire, rotate and top up one owner's pool, as that owner. Returns what it did.
+-- Retire, rotate and top up one owner's pool, as that owner: the backstop for an owner who does not
+-- call again after a run (the call itself rotates, through the same roi.rotate_completed_runs()).
+-- Returns what it did (`added` counts the top-up after rotation's own refill).
 create function roi.upkeep_owner(owner uuid) returns jsonb
   language plpgsql volatile security invoker set search_path = ''
 as $$
 declare
   retired integer;
-  rotated integer := 0;
+  rotated integer;
   added integer;
-  done_run uuid;
 begin
   perform roi.impersonate(owner);
   perform roi.open_gate();
   retired := roi.retire_unreachable_probes();
-  for done_run in
-    select pr.run_id from roi.pending_runs pr where pr.owner_id = owner and pr.closed
-  loop
-    rotated := rotated + roi.rotate_pool(done_run);
-  end loop;
+  rotated := roi.rotate_completed_runs(null);
   added := roi.top_up_pool();
   perform roi.close_gate();
   perform set_config('role', 'none', true);

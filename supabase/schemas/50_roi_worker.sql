@@ -3,16 +3,28 @@
 -- here AND into a new migration (README, "Changing the schema"); tests/test_schema_files.py builds a
 -- database from each and prints any difference.
 --
--- The LLM worker: a least-privilege role that claims queued rows (pending probes, queued
--- judgments, queued closed-book spot-checks) with a lease, writes questions (with their embeddings),
--- verdicts and spot-check results through the verbs below, and meters every model call, with its
--- cost, in the same transaction as its result.
+-- The worker: a least-privilege role and ONE queue of work (roi.work, pgmq's shape). Each row is a
+-- kind of work on one probe (of one run, for the kinds that belong to a run), with a lease, attempts,
+-- a backoff and the last error. The worker's verbs: roi.claim_work() hands out the most urgent due
+-- row, roi.release_work() puts a failed attempt back (one backoff formula) or gives up the way its
+-- kind gives up, and one record_… verb per kind writes its result and removes the row:
 --
--- roi_worker sees only what queued rows carry: a pending probe's source snapshot, for a queued
--- judgment its question, ground truth and recall snapshot, and for a queued spot-check its question
--- and ground truth. It has no privilege on public.memories,
--- so it cannot top up pools: when its verdict closes a run (roi.close_run_if_done), the next upkeep
--- cycle (roi.upkeep(), pg_cron every minute, impersonating the owner) rotates and tops up that pool.
+--   kind            urgency  queued by                          recorded by                gives up
+--   judge           0        start_run (LLM mode)               record_verdict             skipped verdict
+--   closed_book     1        note_recall_outcomes (LLM mode)    record_closed_book         dropped
+--   write_question  2        a pending probe (queue_probe_work) record_question            probe retired
+--   embed_question  3        an active probe with no embedding  record_question_embedding  dropped
+--
+-- A new kind is one branch of roi.work.urgency, its record verb and its branch in release_work().
+-- (PostgreSQL 15 cannot alter a generated column's expression: the migration that adds a kind drops
+-- and re-adds `urgency` with its constraint and work_due_idx, a quick rewrite of a small table.)
+-- The worker meters every model call, with its cost, in the same transaction as its result.
+--
+-- roi_worker sees only what its rows carry: a pending probe's source snapshot, for a judgment the
+-- question, ground truth and recall snapshot, for a spot-check the question and ground truth, for an
+-- embedding the question. It has no privilege on public.memories, so it cannot top up pools: when its
+-- verdict closes a run (roi.close_run_if_done), the owner's next benchmark_memory() call rotates and
+-- tops up that pool, and upkeep (pg_cron, impersonating the owner) does it for an owner who never calls.
 -- That is by design: only the owner's own identity ever selects probe candidates.
 --
 -- The role is created NOLOGIN. Locally `zm-roi db up` gives it a password; on Supabase give it one
@@ -41,6 +53,27 @@ create extension if not exists pgcrypto with schema extensions;
 -- Tables
 -- ============================================================================================
 
+-- The queue of work (LLM mode, and question embeddings in both modes). Ids only: no text derived
+-- from memories, except last_error, which never holds any. `urgency` orders the claim (a waiting
+-- run's judgments first) and is the list of kinds: an unknown kind has none and is refused.
+create table roi.work (
+  id bigint generated always as identity primary key,
+  kind text not null,
+  urgency smallint generated always as (case kind when 'judge' then 0 when 'closed_book' then 1
+    when 'write_question' then 2 when 'embed_question' then 3 end) stored,
+  owner_id uuid not null references auth.users (id) on delete cascade,
+  probe_id uuid not null references roi.probes (id) on delete cascade,
+  run_id uuid references roi.runs (id) on delete cascade,
+  attempts integer not null default 0,
+  run_after timestamptz not null default now(),
+  lease_until timestamptz,
+  last_error text,
+  created_at timestamptz not null default now(),
+  constraint work_kind_is_known check (urgency is not null),
+  constraint work_run_belongs_to_its_kind check ((run_id is not null) = (kind in ('judge', 'closed_book'))),
+  unique nulls not distinct (kind, probe_id, run_id)
+);
+
 -- The judge's free-text reason (or, for a skipped verdict, the last error) is derived from memory
 -- text, so it stays out of roi.verdicts, which owners read. Only the worker role reads it.
 create table roi.verdict_notes (
@@ -64,6 +97,11 @@ create table roi.provider_keys (
 -- ============================================================================================
 -- Indexes
 -- ============================================================================================
+create index work_due_idx on roi.work (urgency, run_after, id);
+create index work_leased_idx on roi.work (lease_until) where lease_until is not null;
+create index work_probe_idx on roi.work (probe_id);
+create index work_run_idx on roi.work (run_id) where run_id is not null;
+create index work_owner_idx on roi.work (owner_id);
 create index verdict_notes_probe_idx on roi.verdict_notes (probe_id);
 create index verdict_notes_owner_idx on roi.verdict_notes (owner_id);
 
@@ -71,44 +109,118 @@ create index verdict_notes_owner_idx on roi.verdict_notes (owner_id);
 -- Functions
 -- ============================================================================================
 
--- A failed generation attempt goes back to the queue after a backoff that grows with each attempt
--- (graphile-worker's formula), or retires the probe as 'generation_failed' after max_attempts.
--- `attempt` fences a stale worker: once the probe was released or claimed again, a release of that
--- attempt changes nothing.
-create function roi.release_generation(target_probe uuid, attempt integer, failure text) returns text
-  language plpgsql volatile security invoker set search_path = ''
+-- A probe's work follows its state, in one place: a pending probe waits for its question
+-- (write_question), an active one with no embedding for its embedding (embed_question), and work
+-- that no longer applies leaves with the state change (a question written or taken over, a probe
+-- rotated out; spot-checks of a probe whose source the owner lost). Runs as whoever changed the probe
+-- (the owner inside the benchmark, upkeep as the owner, or the worker) and wakes the worker.
+create function roi.queue_probe_work() returns trigger
+  language plpgsql security invoker set search_path = ''
 as $$
 declare
-  tries integer;
+  wanted text;
 begin
-  select p.attempts into tries from roi.probes p
-  where p.id = target_probe and p.state = 'pending' and p.lease_until is not null
-  for update;
-  if not found or tries <> attempt then
-    return 'stale';
+  if tg_op = 'UPDATE' then
+    delete from roi.work w
+    where w.probe_id = new.id
+      and ((w.kind = 'write_question' and old.state = 'pending')
+           or (w.kind = 'embed_question' and old.state = 'active')
+           or (w.kind = 'closed_book' and new.retired_reason in ('source_invalidated', 'source_unreachable')));
   end if;
-  if tries < (select s.max_attempts from roi.settings s) then
-    update roi.probes p
-    set lease_until = null,
-        last_error = left(failure, 1000),
-        run_after = greatest(now(), p.run_after) + exp(least(p.attempts, 10)) * interval '1 second'
-    where p.id = target_probe;
-    return 'retry';
+  wanted := case when new.state = 'pending' then 'write_question'
+                 when new.state = 'active' and new.question_embedding is null then 'embed_question' end;
+  if wanted is not null then
+    insert into roi.work (kind, owner_id, probe_id) values (wanted, new.owner_id, new.id)
+    on conflict do nothing;
+    perform pg_notify('roi_work', wanted);
   end if;
-  update roi.probes p
-  set state = 'retired', retired_reason = 'generation_failed', retired_at = now(),
-      lease_until = null, last_error = left(failure, 1000)
-  where p.id = target_probe;
-  return 'retired';
+  return null;
 end
 $$;
 
--- Hands a worker the next pending probe that is due and not leased, under a fresh lease: a crashed
--- worker's probe comes back by itself once the lease runs out. A probe whose last allowed attempt
--- died with its worker is retired first, as a failing attempt would have retired it.
-create function roi.claim_generation()
-  returns table (probe_id uuid, owner_id uuid, attempt integer, source_kind text, source_title text,
-                 source_body text)
+-- How a judgment leaves the queue (its row locked by the caller), judged or skipped: its one verdict
+-- (a second is a no-op), the note kept out of owners' sight, the row gone, the run closed if complete.
+create function roi.settle_judgment(job_id bigint, judged_with_memory boolean, judged_without_memory boolean,
+  judged_confidence real, settled_note text) returns boolean
+  language plpgsql volatile security invoker set search_path = ''
+as $$
+declare
+  job record;
+  recorded integer;
+begin
+  select w.run_id, w.probe_id, w.owner_id, p.memory_id into job
+  from roi.work w join roi.probes p on p.id = w.probe_id
+  where w.id = job_id and w.kind = 'judge';
+  if not found then
+    return false;
+  end if;
+  insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, with_memory, without_memory, confidence,
+                            skipped, skip_reason, judged_by)
+  values (job.run_id, job.probe_id, job.owner_id, job.memory_id, judged_with_memory, judged_without_memory,
+          judged_confidence, judged_with_memory is null,
+          case when judged_with_memory is null then 'judge_failed' end, 'llm')
+  on conflict (run_id, probe_id) do nothing;
+  get diagnostics recorded = row_count;
+  if recorded > 0 and nullif(btrim(coalesce(settled_note, '')), '') is not null then
+    insert into roi.verdict_notes (run_id, probe_id, owner_id, note)
+    values (job.run_id, job.probe_id, job.owner_id, left(settled_note, 2000));
+  end if;
+  delete from roi.work w where w.id = job_id;
+  perform roi.close_run_if_done(job.run_id);
+  return recorded > 0;
+end
+$$;
+
+-- A failed attempt goes back to the queue after a backoff that grows with each attempt
+-- (graphile-worker's formula, the one for every kind); after max_attempts the row gives up the way
+-- its kind does: a judgment is recorded as skipped ('judge_failed', the last error in the gated
+-- notes, so a partial run still completes and counts what was judged), a question that cannot be
+-- written retires its probe ('generation_failed'), a spot-check or an embedding is dropped (a sample
+-- that cannot be made is left out; the question stays lexical-only). `attempt` fences a stale worker:
+-- once the row was released or claimed again, a release of that attempt changes nothing.
+create function roi.release_work(work_id bigint, attempt integer, failure text) returns text
+  language plpgsql volatile security invoker set search_path = ''
+as $$
+declare
+  job roi.work;
+begin
+  select * into job from roi.work w where w.id = work_id and w.lease_until is not null for update;
+  if not found or job.attempts <> attempt then
+    return 'stale';
+  end if;
+  if job.attempts < (select s.max_attempts from roi.settings s) then
+    update roi.work w
+    set lease_until = null,
+        last_error = left(failure, 1000),
+        run_after = greatest(now(), w.run_after) + exp(least(w.attempts, 10)) * interval '1 second'
+    where w.id = job.id;
+    return 'retry';
+  end if;
+  case job.kind
+    when 'judge' then
+      perform roi.settle_judgment(job.id, null, null, null, coalesce(nullif(failure, ''), 'judge failed'));
+      return 'skipped';
+    when 'write_question' then
+      update roi.probes p
+      set state = 'retired', retired_reason = 'generation_failed', retired_at = now(), last_error = left(failure, 1000)
+      where p.id = job.probe_id and p.state = 'pending';
+      delete from roi.work w where w.id = job.id;
+      return 'retired';
+    else
+      delete from roi.work w where w.id = job.id;
+      return 'dropped';
+  end case;
+end
+$$;
+
+-- Hands a worker the most urgent due row that is not leased (a waiting run's judgments first, then
+-- spot-checks, questions to write, questions to embed; oldest first within a kind) under a fresh
+-- lease, with what its kind needs and nothing more. A crashed worker's row comes back by itself once
+-- the lease runs out; a row whose last allowed attempt died with its worker gives up first, as a
+-- failing attempt would have. One round trip per poll, whatever the kind.
+create function roi.claim_work()
+  returns table (work_id bigint, kind text, attempt integer, owner_id uuid, run_id uuid, probe_id uuid,
+                 question text, source_kind text, source_title text, source_body text, surfaced jsonb)
   language plpgsql volatile security invoker set search_path = ''
 as $$
 declare
@@ -117,34 +229,44 @@ declare
 begin
   select * into config from roi.settings;
   for abandoned in
-    select p.id, p.attempts from roi.probes p
-    where p.state = 'pending' and p.attempts >= config.max_attempts and p.lease_until < now()
+    select w.id, w.attempts from roi.work w
+    where w.lease_until < now() and w.attempts >= config.max_attempts
     for update skip locked
   loop
-    perform roi.release_generation(abandoned.id, abandoned.attempts, 'the worker stopped during its last attempt');
+    perform roi.release_work(abandoned.id, abandoned.attempts, 'the worker stopped during its last attempt');
   end loop;
 
   return query
   with next as (
-    select p.id from roi.probes p
-    where p.state = 'pending' and p.run_after <= now() and (p.lease_until is null or p.lease_until < now())
-    order by p.run_after, p.id
+    select w.id from roi.work w
+    where w.run_after <= now() and (w.lease_until is null or w.lease_until < now())
+    order by w.urgency, w.run_after, w.id
     limit 1
     for update skip locked
+  ), claimed as (
+    update roi.work w
+    set attempts = w.attempts + 1, lease_until = now() + config.lease_duration
+    from next
+    where w.id = next.id
+    returning w.id, w.kind, w.attempts, w.owner_id, w.run_id, w.probe_id
   )
-  update roi.probes p
-  set attempts = p.attempts + 1, lease_until = now() + config.lease_duration
-  from next
-  where p.id = next.id
-  returning p.id, p.owner_id, p.attempts, p.source_kind, p.source_title, p.source_body;
+  select c.id, c.kind, c.attempts, c.owner_id, c.run_id, c.probe_id, p.question,
+         case when c.kind <> 'embed_question' then p.source_kind end,
+         case when c.kind <> 'embed_question' then p.source_title end,
+         case when c.kind <> 'embed_question' then p.source_body end,
+         r.surfaced
+  from claimed c
+  join roi.probes p on p.id = c.probe_id
+  left join roi.recalls r on c.kind = 'judge' and r.run_id = c.run_id and r.probe_id = c.probe_id;
 end
 $$;
 
--- The question the worker wrote for a claimed probe: the probe joins the pool, marked with where its
--- question came from ('model'; 'retry' when the gate refused the first and the model's second passed;
--- 'template' when both failed: new_question is then ignored and the probe takes its template
--- question) and which generator wrote it. False when the probe is no longer pending (another worker
--- got there first, or upkeep retired it): the question is dropped.
+-- The question the worker wrote for a claimed probe: the probe joins the pool (and its
+-- write_question row leaves the queue), marked with where its question came from ('model'; 'retry'
+-- when the gate refused the first and the model's second passed; 'template' when both failed:
+-- new_question is then ignored and the probe takes its template question) and which generator wrote
+-- it. False when the probe is no longer pending (another worker got there first, or upkeep retired
+-- it): the question is dropped.
 create function roi.record_question(target_probe uuid, new_question text, new_origin text default 'model',
   new_generator text default null) returns boolean
   language plpgsql volatile security invoker set search_path = ''
@@ -163,8 +285,8 @@ begin
     raise exception 'roi.record_question: a question has 10 to 300 characters' using errcode = '22023';
   end if;
   update roi.probes p
-  set question = btrim(written), state = 'active', activated_at = now(),
-      lease_until = null, last_error = null, question_origin = new_origin, generator_fingerprint = new_generator
+  set question = btrim(written), state = 'active', activated_at = now(), last_error = null,
+      question_origin = new_origin, generator_fingerprint = new_generator
   where p.id = target_probe and p.state = 'pending';
   return found;
 end
@@ -185,109 +307,51 @@ begin
 end
 $$;
 
--- How a judgment leaves the queue (its row locked by the caller), judged or skipped: its one verdict
--- (a second is a no-op), the note kept out of owners' sight, the row gone, the run closed if complete.
-create function roi.settle_judgment(job_id bigint, judged_with_memory boolean, judged_without_memory boolean,
-  judged_confidence real, settled_note text) returns boolean
+-- The embedding of an active probe's question (embed_question work): stored, the row gone. With no
+-- embedding (embeddings are off for this worker) the row just leaves: the lexical leg serves the
+-- question. False when nothing was stored (the row had left, or the probe is no longer active).
+create function roi.record_question_embedding(target_probe uuid, new_embedding extensions.vector,
+  new_embedding_model text) returns boolean
   language plpgsql volatile security invoker set search_path = ''
 as $$
 declare
-  job record;
-  recorded integer;
+  job bigint;
+  stored boolean := false;
 begin
-  select j.run_id, j.probe_id, j.owner_id, p.memory_id into job
-  from roi.judgments j join roi.probes p on p.id = j.probe_id
-  where j.id = job_id;
+  select w.id into job from roi.work w
+  where w.kind = 'embed_question' and w.probe_id = target_probe
+  for update;
   if not found then
     return false;
   end if;
-  insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, with_memory, without_memory, confidence,
-                            skipped, skip_reason, judged_by)
-  values (job.run_id, job.probe_id, job.owner_id, job.memory_id, judged_with_memory, judged_without_memory,
-          judged_confidence, judged_with_memory is null,
-          case when judged_with_memory is null then 'judge_failed' end, 'llm')
-  on conflict (run_id, probe_id) do nothing;
-  get diagnostics recorded = row_count;
-  if recorded > 0 and nullif(btrim(coalesce(settled_note, '')), '') is not null then
-    insert into roi.verdict_notes (run_id, probe_id, owner_id, note)
-    values (job.run_id, job.probe_id, job.owner_id, left(settled_note, 2000));
+  if new_embedding is not null then
+    update roi.probes p
+    set question_embedding = new_embedding, question_embedding_model = new_embedding_model
+    where p.id = target_probe and p.state = 'active';
+    stored := found;
   end if;
-  delete from roi.judgments j where j.id = job_id;
-  perform roi.close_run_if_done(job.run_id);
-  return recorded > 0;
+  delete from roi.work w where w.id = job;
+  return stored;
 end
 $$;
 
--- A failed judging attempt goes back to the queue after a growing backoff; after max_attempts the
--- probe is recorded as skipped ('judge_failed', the last error kept in the gated notes), so a
--- judgment failure never fails a run: it completes and counts what was judged. Fenced by `attempt`.
-create function roi.release_judgment(target_run uuid, target_probe uuid, attempt integer, failure text)
-  returns text
+-- `zm-roi embed` (as roi_embedder, which never reads a question): queue embed_question work for the
+-- active questions not embedded by `model`, for the worker to embed. Returns how many were queued.
+create function roi.queue_question_embeddings(model text) returns integer
   language plpgsql volatile security invoker set search_path = ''
 as $$
 declare
-  job record;
+  queued integer;
 begin
-  select j.id, j.attempts into job from roi.judgments j
-  where j.run_id = target_run and j.probe_id = target_probe and j.lease_until is not null
-  for update;
-  if not found or job.attempts <> attempt then
-    return 'stale';
+  insert into roi.work (kind, owner_id, probe_id)
+  select 'embed_question', p.owner_id, p.id from roi.probes p
+  where p.state = 'active' and p.question_embedding_model is distinct from model
+  on conflict do nothing;
+  get diagnostics queued = row_count;
+  if queued > 0 then
+    perform pg_notify('roi_work', 'embed_question');
   end if;
-  if job.attempts < (select s.max_attempts from roi.settings s) then
-    update roi.judgments j
-    set lease_until = null,
-        last_error = left(failure, 1000),
-        run_after = greatest(now(), j.run_after) + exp(least(j.attempts, 10)) * interval '1 second'
-    where j.id = job.id;
-    return 'retry';
-  end if;
-  perform roi.settle_judgment(job.id, null, null, null, coalesce(nullif(failure, ''), 'judge failed'));
-  return 'skipped';
-end
-$$;
-
--- Hands a worker the next queued judgment that is due and not leased, with everything the judge
--- needs: the question, the ground truth and what recall surfaced. Leased like claim_generation(); a
--- judgment whose last allowed attempt died with its worker is recorded as skipped first.
-create function roi.claim_judgment()
-  returns table (run_id uuid, probe_id uuid, owner_id uuid, attempt integer, question text,
-                 source_kind text, source_title text, source_body text, surfaced jsonb)
-  language plpgsql volatile security invoker set search_path = ''
-as $$
-declare
-  config roi.settings;
-  abandoned record;
-begin
-  select * into config from roi.settings;
-  for abandoned in
-    select j.run_id, j.probe_id, j.attempts from roi.judgments j
-    where j.attempts >= config.max_attempts and j.lease_until < now()
-    for update skip locked
-  loop
-    perform roi.release_judgment(abandoned.run_id, abandoned.probe_id, abandoned.attempts,
-                                 'the worker stopped during its last attempt');
-  end loop;
-
-  return query
-  with next as (
-    select j.id from roi.judgments j
-    where j.run_after <= now() and (j.lease_until is null or j.lease_until < now())
-    order by j.run_after, j.id
-    limit 1
-    for update skip locked
-  ), claimed as (
-    update roi.judgments j
-    set attempts = j.attempts + 1, lease_until = now() + config.lease_duration
-    from next
-    where j.id = next.id
-    returning j.run_id, j.probe_id, j.owner_id, j.attempts
-  )
-  select c.run_id, c.probe_id, c.owner_id, c.attempts, p.question, p.source_kind, p.source_title,
-         p.source_body, r.surfaced
-  from claimed c
-  join roi.probes p on p.id = c.probe_id
-  join roi.recalls r on r.run_id = c.run_id and r.probe_id = c.probe_id;
+  return queued;
 end
 $$;
 
@@ -305,8 +369,8 @@ begin
   if judged_with_memory is null or judged_without_memory is null then
     raise exception 'roi.record_verdict: a verdict says yes or no to both questions' using errcode = '22023';
   end if;
-  select j.id, j.owner_id into job from roi.judgments j
-  where j.run_id = target_run and j.probe_id = target_probe
+  select w.id, w.owner_id into job from roi.work w
+  where w.kind = 'judge' and w.run_id = target_run and w.probe_id = target_probe
   for update;
   if not found then
     return false;
@@ -321,8 +385,8 @@ end
 $$;
 
 -- Every model call leaves a usage event, written by the worker in the same transaction as the result
--- it produced (question, verdict, spot-check or failure), attributed to the owner whose corpus was
--- measured, with what it cost (null when the model has no price in litellm's map).
+-- it produced (question, verdict, spot-check, embedding or failure), attributed to the owner whose
+-- corpus was measured, with what it cost (null when the model has no price in litellm's map).
 create function roi.record_usage(event_owner uuid, event_purpose text, event_model text, event_run uuid,
   event_probe uuid, event_input_tokens integer, event_output_tokens integer, event_byok boolean,
   event_cost_usd numeric default null)
@@ -334,46 +398,6 @@ as $$
   values (event_owner, event_purpose, event_model, event_run, event_probe,
           coalesce(event_input_tokens, 0), coalesce(event_output_tokens, 0), coalesce(event_byok, false),
           event_cost_usd)
-$$;
-
--- Hands a worker the next due spot-check under a fresh lease, with the question and the ground truth
--- (the grading call needs it; the answering call gets the question only). Dropped first: a row whose
--- attempts are used up and whose lease ran out (a spot-check that keeps failing is not counted), and a
--- row whose source the owner can no longer see (nothing is asked about a memory they lost).
-create function roi.claim_closed_book()
-  returns table (run_id uuid, probe_id uuid, owner_id uuid, attempt integer, question text,
-                 source_kind text, source_title text, source_body text)
-  language plpgsql volatile security invoker set search_path = ''
-as $$
-declare
-  config roi.settings;
-begin
-  select * into config from roi.settings;
-  delete from roi.closed_book_queue q
-  where (q.attempts >= config.max_attempts and q.lease_until < now())
-     or exists (select from roi.probes p where p.id = q.probe_id
-                and p.retired_reason in ('source_invalidated', 'source_unreachable'));
-
-  return query
-  with next as (
-    select q.id from roi.closed_book_queue q
-    where q.run_after <= now() and (q.lease_until is null or q.lease_until < now())
-      and q.attempts < config.max_attempts
-    order by q.run_after, q.id
-    limit 1
-    for update skip locked
-  ), claimed as (
-    update roi.closed_book_queue q
-    set attempts = q.attempts + 1, lease_until = now() + config.lease_duration
-    from next
-    where q.id = next.id
-    returning q.run_id, q.probe_id, q.owner_id, q.attempts
-  )
-  select c.run_id, c.probe_id, c.owner_id, c.attempts, p.question, p.source_kind, p.source_title,
-         p.source_body
-  from claimed c
-  join roi.probes p on p.id = c.probe_id;
-end
 $$;
 
 -- The grading call's decision on a claimed spot-check: recorded once, the queue row gone. False when
@@ -388,8 +412,8 @@ begin
   if correct is null then
     raise exception 'roi.record_closed_book: the grade says yes or no' using errcode = '22023';
   end if;
-  select q.id, q.owner_id into job from roi.closed_book_queue q
-  where q.run_id = target_run and q.probe_id = target_probe
+  select w.id, w.owner_id into job from roi.work w
+  where w.kind = 'closed_book' and w.run_id = target_run and w.probe_id = target_probe
   for update;
   if not found then
     return false;
@@ -398,37 +422,8 @@ begin
   values (target_run, target_probe, job.owner_id, correct)
   on conflict (run_id, probe_id) do nothing;
   get diagnostics recorded = row_count;
-  delete from roi.closed_book_queue q where q.id = job.id;
+  delete from roi.work w where w.id = job.id;
   return recorded > 0;
-end
-$$;
-
--- A failed spot-check attempt goes back to the queue after a growing backoff; after max_attempts it
--- is dropped (a spot-check is a sample: one that cannot be made is left out, never guessed). Fenced
--- by `attempt`, like the other release verbs.
-create function roi.release_closed_book(target_run uuid, target_probe uuid, attempt integer, failure text)
-  returns text
-  language plpgsql volatile security invoker set search_path = ''
-as $$
-declare
-  job record;
-begin
-  select q.id, q.attempts into job from roi.closed_book_queue q
-  where q.run_id = target_run and q.probe_id = target_probe and q.lease_until is not null
-  for update;
-  if not found or job.attempts <> attempt then
-    return 'stale';
-  end if;
-  if job.attempts < (select s.max_attempts from roi.settings s) then
-    update roi.closed_book_queue q
-    set lease_until = null,
-        last_error = left(failure, 1000),
-        run_after = greatest(now(), q.run_after) + exp(least(q.attempts, 10)) * interval '1 second'
-    where q.id = job.id;
-    return 'retry';
-  end if;
-  delete from roi.closed_book_queue q where q.id = job.id;
-  return 'dropped';
 end
 $$;
 
@@ -497,6 +492,12 @@ group by 1, 2, 3;
 -- ============================================================================================
 -- Triggers
 -- ============================================================================================
+create trigger probes_queue_work_on_insert after insert on roi.probes
+  for each row when (new.state = 'pending' or (new.state = 'active' and new.question_embedding is null))
+  execute function roi.queue_probe_work();
+create trigger probes_queue_work_on_state_change after update of state on roi.probes
+  for each row when (old.state is distinct from new.state) execute function roi.queue_probe_work();
+
 create trigger verdict_notes_are_append_only before update or delete on roi.verdict_notes
   for each row execute function roi.forbid_result_change();
 create trigger verdict_notes_refuse_truncate before truncate on roi.verdict_notes
@@ -505,35 +506,44 @@ create trigger verdict_notes_refuse_truncate before truncate on roi.verdict_note
 -- ============================================================================================
 -- Policies
 -- ============================================================================================
+alter table roi.work enable row level security;
 alter table roi.verdict_notes enable row level security;
 alter table roi.provider_keys enable row level security;
 
 create policy "The worker reads the settings" on roi.settings
   for select to roi_worker using (true);
 
--- PostgreSQL also checks an updated row against the select policy, so the probe the worker activates
--- or retires stays visible within that one transaction (now() is the transaction's start), and not after.
+-- The worker sees a probe while it has work on it: that row is what it may read. (PostgreSQL also
+-- checks an updated row against the select policy; the work row leaves only after the statement, by
+-- trigger, so the probe the worker activates or retires is still in sight then.)
 -- One select policy for the role (Supabase's advisor flags two permissive ones for one role and action).
-create policy "The worker reads pending probes and the probes it judges or spot-checks" on roi.probes
+create policy "The worker reads the probes it has work on" on roi.probes
   for select to roi_worker
-  using (state = 'pending' or activated_at = now() or retired_at = now()
-         or exists (select from roi.judgments j where j.probe_id = probes.id)
-         or exists (select from roi.closed_book_queue q where q.probe_id = probes.id));
-create policy "The worker writes questions into pending probes" on roi.probes
+  using (exists (select from roi.work w where w.probe_id = probes.id));
+create policy "The worker writes questions into pending probes and embeddings into probes it embeds" on roi.probes
   for update to roi_worker
-  using (state = 'pending')
+  using (state = 'pending'
+         or exists (select from roi.work w where w.probe_id = probes.id and w.kind = 'embed_question'))
   with check (state <> 'retired' or retired_reason = 'generation_failed');
 
-create policy "The worker reads the judging queue" on roi.judgments
+create policy "The worker reads the queue" on roi.work
   for select to roi_worker using (true);
-create policy "The worker leases queued judgments" on roi.judgments
+create policy "The worker leases queued work" on roi.work
   for update to roi_worker using (true) with check (true);
-create policy "The worker removes judged rows from the queue" on roi.judgments
+create policy "The worker removes finished work from the queue" on roi.work
   for delete to roi_worker using (true);
+create policy "The worker queues the embedding of a question it wrote without one" on roi.work
+  for insert to roi_worker with check (kind = 'embed_question');
+
+create policy "Owners queue work only inside the benchmark" on roi.work
+  for all to authenticated
+  using (owner_id = (select auth.uid()) and (select roi.inside_benchmark()))
+  with check (owner_id = (select auth.uid()) and (select roi.inside_benchmark()));
 
 create policy "The worker reads the recall snapshots it judges" on roi.recalls
   for select to roi_worker
-  using (exists (select from roi.judgments j where j.run_id = recalls.run_id and j.probe_id = recalls.probe_id));
+  using (exists (select from roi.work w
+                 where w.kind = 'judge' and w.run_id = recalls.run_id and w.probe_id = recalls.probe_id));
 
 create policy "The worker reads open runs" on roi.runs
   for select to roi_worker
@@ -544,35 +554,31 @@ create policy "The worker reads the verdicts of open runs" on roi.verdicts
   using (exists (select from roi.pending_runs pr where pr.run_id = verdicts.run_id));
 create policy "The worker records verdicts for queued judgments only" on roi.verdicts
   for insert to roi_worker
-  with check (exists (select from roi.judgments j where j.run_id = verdicts.run_id and j.probe_id = verdicts.probe_id));
-
-create policy "The worker reads the spot-check queue" on roi.closed_book_queue
-  for select to roi_worker using (true);
-create policy "The worker leases queued spot-checks" on roi.closed_book_queue
-  for update to roi_worker using (true) with check (true);
-create policy "The worker removes finished spot-checks from the queue" on roi.closed_book_queue
-  for delete to roi_worker using (true);
+  with check (exists (select from roi.work w
+                      where w.kind = 'judge' and w.run_id = verdicts.run_id and w.probe_id = verdicts.probe_id));
 
 create policy "The worker reads spot-check results" on roi.closed_book_results
   for select to roi_worker using (true);
 create policy "The worker records results for queued spot-checks only" on roi.closed_book_results
   for insert to roi_worker
-  with check (exists (select from roi.closed_book_queue q
-                      where q.run_id = closed_book_results.run_id and q.probe_id = closed_book_results.probe_id));
+  with check (exists (select from roi.work w
+                      where w.kind = 'closed_book' and w.run_id = closed_book_results.run_id
+                        and w.probe_id = closed_book_results.probe_id));
 
 create policy "The worker reads verdict notes" on roi.verdict_notes
   for select to roi_worker using (true);
 create policy "The worker writes notes for queued judgments only" on roi.verdict_notes
   for insert to roi_worker
-  with check (exists (select from roi.judgments j
-                      where j.run_id = verdict_notes.run_id and j.probe_id = verdict_notes.probe_id));
+  with check (exists (select from roi.work w
+                      where w.kind = 'judge' and w.run_id = verdict_notes.run_id
+                        and w.probe_id = verdict_notes.probe_id));
 
 create policy "The worker reads the judges of open runs" on roi.run_judges
   for select to roi_worker
   using (exists (select from roi.pending_runs pr where pr.run_id = run_judges.run_id));
 create policy "The worker records the judge of queued judgments only" on roi.run_judges
   for insert to roi_worker
-  with check (exists (select from roi.judgments j where j.run_id = run_judges.run_id));
+  with check (exists (select from roi.work w where w.kind = 'judge' and w.run_id = run_judges.run_id));
 
 create policy "The worker reads run closures" on roi.run_closures
   for select to roi_worker using (true);
@@ -586,7 +592,7 @@ create policy "The worker marks pending runs closed" on roi.pending_runs
 
 create policy "The worker reads the keys of owners it has work for" on roi.provider_keys
   for select to roi_worker
-  using (owner_id in (select p.owner_id from roi.probes p));
+  using (exists (select from roi.work w where w.owner_id = provider_keys.owner_id));
 
 create policy "The worker meters the calls it makes for queued rows" on public.usage_events
   for insert to roi_worker with check (probe_id is not null);
@@ -597,39 +603,36 @@ create policy "The worker meters the calls it makes for queued rows" on public.u
 grant usage on schema public, roi to roi_worker;
 grant usage on schema extensions to roi_worker;
 
-grant select on roi.settings, roi.probes, roi.judgments, roi.recalls, roi.runs, roi.verdicts,
+grant select on roi.settings, roi.probes, roi.recalls, roi.runs, roi.verdicts,
   roi.verdict_notes, roi.run_closures, roi.pending_runs, roi.provider_keys to roi_worker;
-grant update (question, state, activated_at, retired_reason, retired_at, attempts, run_after, lease_until,
-  last_error, question_embedding, question_embedding_model, question_origin, generator_fingerprint)
-  on roi.probes to roi_worker;
+grant update (question, state, activated_at, retired_reason, retired_at, last_error, question_embedding,
+  question_embedding_model, question_origin, generator_fingerprint) on roi.probes to roi_worker;
 grant select, insert on roi.run_judges to roi_worker;
-grant update (attempts, run_after, lease_until, last_error), delete on roi.judgments to roi_worker;
+grant select, insert, delete on roi.work to roi_worker;
+grant update (attempts, run_after, lease_until, last_error) on roi.work to roi_worker;
 grant insert on roi.verdicts, roi.verdict_notes, roi.run_closures to roi_worker;
 grant update (closed) on roi.pending_runs to roi_worker;
-grant select, delete on roi.closed_book_queue to roi_worker;
-grant update (attempts, run_after, lease_until, last_error) on roi.closed_book_queue to roi_worker;
 grant select, insert on roi.closed_book_results to roi_worker;
 grant insert on public.usage_events to roi_worker;
+-- Owners queue work inside the benchmark (runs, spot-checks, their probes' questions and embeddings).
+grant select, insert, delete on roi.work to authenticated;
 
-revoke execute on function roi.claim_generation(), roi.record_question(uuid, text, text, text),
-  roi.record_question(uuid, text, extensions.vector, text, text, text),
-  roi.release_generation(uuid, integer, text), roi.claim_judgment(),
+revoke execute on function roi.queue_probe_work(), roi.claim_work(), roi.release_work(bigint, integer, text),
+  roi.record_question(uuid, text, text, text), roi.record_question(uuid, text, extensions.vector, text, text, text),
+  roi.record_question_embedding(uuid, extensions.vector, text), roi.queue_question_embeddings(text),
   roi.record_verdict(uuid, uuid, boolean, boolean, real, text, text),
-  roi.release_judgment(uuid, uuid, integer, text), roi.settle_judgment(bigint, boolean, boolean, real, text),
-  roi.claim_closed_book(), roi.record_closed_book(uuid, uuid, boolean),
-  roi.release_closed_book(uuid, uuid, integer, text),
+  roi.settle_judgment(bigint, boolean, boolean, real, text), roi.record_closed_book(uuid, uuid, boolean),
   roi.record_usage(uuid, text, text, uuid, uuid, integer, integer, boolean, numeric),
   roi.store_provider_key(uuid, text, text, text), roi.owner_provider_key(uuid, text, text)
   from public, anon, authenticated;
-grant execute on function roi.claim_generation(), roi.record_question(uuid, text, text, text),
-  roi.record_question(uuid, text, extensions.vector, text, text, text),
-  roi.release_generation(uuid, integer, text), roi.claim_judgment(),
+grant execute on function roi.claim_work(), roi.release_work(bigint, integer, text),
+  roi.record_question(uuid, text, text, text), roi.record_question(uuid, text, extensions.vector, text, text, text),
+  roi.record_question_embedding(uuid, extensions.vector, text),
   roi.record_verdict(uuid, uuid, boolean, boolean, real, text, text),
-  roi.release_judgment(uuid, uuid, integer, text), roi.settle_judgment(bigint, boolean, boolean, real, text),
-  roi.claim_closed_book(), roi.record_closed_book(uuid, uuid, boolean),
-  roi.release_closed_book(uuid, uuid, integer, text),
+  roi.settle_judgment(bigint, boolean, boolean, real, text), roi.record_closed_book(uuid, uuid, boolean),
   roi.record_usage(uuid, text, text, uuid, uuid, integer, integer, boolean, numeric),
-  roi.owner_provider_key(uuid, text, text), roi.close_run_if_done(uuid), roi.template_question(text, text, text)
+  roi.owner_provider_key(uuid, text, text), roi.close_run_if_done(uuid), roi.run_lock_key(uuid),
+  roi.template_question(text, text, text)
   to roi_worker;
 
 revoke all on roi.deployment_token_totals from public, anon, authenticated;

@@ -8,12 +8,16 @@
 -- 30_roi_benchmark.sql), pgvector in schema `extensions`, the recall that reads them in 20_recall.sql.
 --
 -- Embeddings (384 dimensions) are written from outside the database by the one embedding door of the
--- Python package: at import, by `zm-roi embed` (the backfill for memories written by other paths, and
--- for templated probe questions), and by the worker for the questions it writes (through
--- roi.record_question, 50_roi_worker.sql). Each row records its model. Rows with no embedding are
--- still found by the lexical leg. The role `roi_embedder` exists for the backfill: it reads only the
--- text it embeds and writes only the embedding columns. Like roi_worker it is created NOLOGIN;
--- locally `zm-roi db up` gives it a password, on Supabase the operator does.
+-- Python package: memories at import and by `zm-roi embed` (the backfill for memories written by
+-- other paths); probe questions only by the worker, the one role besides the gated owner that reads
+-- them: with the questions it writes (roi.record_question), and as embed_question work for templated
+-- questions and for questions an older model embedded (roi.record_question_embedding,
+-- 50_roi_worker.sql). Each row records its model. Rows with no embedding are still found by the
+-- lexical leg. The role `roi_embedder` exists for the memory backfill: it reads only the memory text
+-- it embeds and writes only the embedding columns; of probes it sees ids, states and embedding models,
+-- enough to queue embed_question work (roi.queue_question_embeddings) and never a question. Like
+-- roi_worker it is created NOLOGIN; locally `zm-roi db up` gives it a password, on Supabase the
+-- operator does.
 
 do $$
 begin
@@ -56,10 +60,10 @@ create policy "The embedder reads and embeds live memories" on public.memories
   for select to roi_embedder using (invalidated_at is null);
 create policy "The embedder writes embeddings of live memories" on public.memories
   for update to roi_embedder using (invalidated_at is null) with check (invalidated_at is null);
-create policy "The embedder reads active questions to embed them" on roi.probes
+create policy "The embedder sees which active probes lack an embedding" on roi.probes
   for select to roi_embedder using (state = 'active');
-create policy "The embedder writes embeddings of active questions" on roi.probes
-  for update to roi_embedder using (state = 'active') with check (state = 'active');
+create policy "The embedder queues the embedding of active questions" on roi.work
+  for insert to roi_embedder with check (kind = 'embed_question');
 create policy "The embedder marks the layers of the memories it embeds" on roi.dirty_layers
   for insert to roi_embedder with check (true);
 create policy "The embedder meters its embedding calls" on public.usage_events
@@ -76,8 +80,10 @@ revoke execute on function roi.forget_stale_embedding() from public;
 -- The embedder: the text it embeds and the columns it writes, nothing else.
 grant select (id, author_id, title, body, embedding_model, invalidated_at) on public.memories to roi_embedder;
 grant update (embedding, embedding_model) on public.memories to roi_embedder;
-grant select (id, owner_id, question, question_embedding_model, state) on roi.probes to roi_embedder;
-grant update (question_embedding, question_embedding_model) on roi.probes to roi_embedder;
+-- Of probes, no text: the columns that say which question needs the worker's embedding.
+grant select (id, owner_id, state, question_embedding_model) on roi.probes to roi_embedder;
+grant insert on roi.work to roi_embedder;
+grant execute on function roi.queue_question_embeddings(text) to roi_embedder;
 grant insert on public.usage_events to roi_embedder;
 -- Its updates of memories mark their layers dirty like any other write (a statement trigger); an
 -- embedding changes no visibility, but the trigger cannot tell, so the embedder may add marks too.

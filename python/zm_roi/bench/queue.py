@@ -73,7 +73,7 @@ def queue_cost(url: str, worker_url: str, rows: int = 1000) -> dict:
     with psycopg.connect(worker_url, autocommit=True, row_factory=dict_row) as conn:
         for _ in range(rows):
             started = time.perf_counter()
-            job = conn.execute(query("claim_judgment")).fetchone()
+            job = conn.execute(query("claim_work")).fetchone()
             with conn.transaction():
                 conn.execute(
                     query("record_usage"),
@@ -129,6 +129,10 @@ def drain(url: str, worker_url: str, workers: int, rows: int, model: InstantMode
         "OPENAI_API_KEY": "sk-bench",
         "OPENAI_API_BASE": model.url,
         "NO_PROXY": "127.0.0.1,localhost",
+        # The bench's deterministic runs left templated questions queued for embedding; they come after
+        # every judgment (urgency), and with embeddings off each just leaves, so the processes exit
+        # promptly once the judgments are drained.
+        "ZM_EMBEDDING_MODEL": "none",
     }
     env.pop("OPENAI_BASE_URL", None)
     processes = [

@@ -28,7 +28,7 @@ select is(current_setting('roi.inside_benchmark', true), '', 'benchmark_memory()
 -- The owner, by direct select, reads none of the text-bearing rows.
 select is_empty($$select question from roi.probes$$, 'the owner cannot read their probe questions');
 select is_empty($$select surfaced from roi.recalls$$, 'the owner cannot read their recall snapshots');
-select is_empty($$select * from roi.judgments$$, 'the owner cannot read the judging queue');
+select is_empty($$select * from roi.work$$, 'the owner cannot read the work queue');
 select is_empty($$select * from roi.pending_runs$$, 'the owner cannot read run bookkeeping');
 select isnt_empty($$select * from roi.verdicts$$, 'but the owner reads their own verdicts (ids and booleans)');
 -- The premise of "a memory the owner cannot see never becomes their probe" (below), checked as the

@@ -111,14 +111,14 @@ select is(public.benchmark_memory(), jsonb_build_object('status', 'in_progress',
 select results_eq($$select state, exclusive_rate from public.roi_benchmark_tile$$, $$values ('judging', null::numeric)$$,
   'the tile says judging and shows no rate yet');
 select tests.clear_authentication();
-select is((select count(*)::int from roi.judgments where owner_id = tests.user_id('llm@runs.test')), 4,
+select is((select count(*)::int from roi.work where kind = 'judge' and owner_id = tests.user_id('llm@runs.test')), 4,
   'one queued judgment per probe');
 
 -- One verdict lands, then the run passes its timeout: the rest are skipped, the judged one counts.
 insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, with_memory, without_memory, judged_by)
 select j.run_id, j.probe_id, j.owner_id, p.memory_id, true, false, 'llm'
-from roi.judgments j join roi.probes p on p.id = j.probe_id
-where j.owner_id = tests.user_id('llm@runs.test') limit 1;
+from roi.work j join roi.probes p on p.id = j.probe_id
+where j.kind = 'judge' and j.owner_id = tests.user_id('llm@runs.test') limit 1;
 update roi.settings set run_timeout = interval '0 seconds';
 select tests.authenticate_as('llm@runs.test');
 select is(public.benchmark_memory() ->> 'status', 'started', 'a run past its timeout no longer blocks a new one');

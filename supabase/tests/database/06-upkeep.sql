@@ -69,7 +69,7 @@ create temporary table llm_run on commit drop as select (public.benchmark_memory
 select tests.clear_authentication();
 insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, with_memory, without_memory, judged_by)
 select j.run_id, j.probe_id, j.owner_id, p.memory_id, true, false, 'llm'
-from roi.judgments j join roi.probes p on p.id = j.probe_id where j.run_id = (select id from llm_run);
+from roi.work j join roi.probes p on p.id = j.probe_id where j.kind = 'judge' and j.run_id = (select id from llm_run);
 select ok((roi.upkeep() ->> 'finished_closed')::int >= 1, 'upkeep closes runs whose last verdict landed');
 select ok(exists (select from roi.run_closures where run_id = (select id from llm_run) and reason = 'complete'),
   'among them this one');

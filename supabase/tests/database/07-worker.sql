@@ -1,7 +1,7 @@
 -- roi_worker, the LLM worker's role: least privilege (no memories, no users, only its verbs), it sees
 -- only what queued rows carry, and what it writes stays where owners and clients cannot read it.
 begin;
-select plan(29);
+select plan(35);
 
 select tests.create_user('owner@worker.test');
 select tests.create_user('idle@worker.test');
@@ -10,16 +10,22 @@ insert into public.memories (id, author_id, scope, kind, title, body) values
   ('00000000-0000-0000-0000-00000000d002', tests.user_id('owner@worker.test'), 'personal', 'decision', 'judged source', 'j'),
   ('00000000-0000-0000-0000-00000000d003', tests.user_id('owner@worker.test'), 'personal', 'decision', 'idle source', 'i'),
   ('00000000-0000-0000-0000-00000000d004', tests.user_id('idle@worker.test'), 'personal', 'decision', 'other source', 'o');
+-- The active questions are embedded already (no embed_question work), as the worker leaves them.
 insert into roi.probes (id, owner_id, memory_id, source_kind, source_scope, source_title, source_body, question,
-                        state, activated_at) values
-  ('00000000-0000-0000-0000-00000000e001', tests.user_id('owner@worker.test'), '00000000-0000-0000-0000-00000000d001',
-   'decision', 'personal', 'pending source', 'p', null, 'pending', null),
-  ('00000000-0000-0000-0000-00000000e002', tests.user_id('owner@worker.test'), '00000000-0000-0000-0000-00000000d002',
-   'decision', 'personal', 'judged source', 'j', 'What was judged?', 'active', now() - interval '1 day'),
-  ('00000000-0000-0000-0000-00000000e003', tests.user_id('owner@worker.test'), '00000000-0000-0000-0000-00000000d003',
-   'decision', 'personal', 'idle source', 'i', 'What sits idle?', 'active', now() - interval '1 day'),
-  ('00000000-0000-0000-0000-00000000e004', tests.user_id('idle@worker.test'), '00000000-0000-0000-0000-00000000d004',
-   'decision', 'personal', 'other source', 'o', 'What is the other one?', 'active', now() - interval '1 day');
+                        state, activated_at, question_embedding, question_embedding_model)
+select v.id::uuid, tests.user_id(v.email), v.memory_id::uuid, 'decision', 'personal', v.title, v.body, v.question,
+       v.state, case when v.state = 'active' then now() - interval '1 day' end,
+       case when v.state = 'active' then array_fill(0.1::real, array[384])::extensions.vector end,
+       case when v.state = 'active' then 'pgtap' end
+from (values
+  ('00000000-0000-0000-0000-00000000e001', 'owner@worker.test', '00000000-0000-0000-0000-00000000d001',
+   'pending source', 'p', null, 'pending'),
+  ('00000000-0000-0000-0000-00000000e002', 'owner@worker.test', '00000000-0000-0000-0000-00000000d002',
+   'judged source', 'j', 'What was judged?', 'active'),
+  ('00000000-0000-0000-0000-00000000e003', 'owner@worker.test', '00000000-0000-0000-0000-00000000d003',
+   'idle source', 'i', 'What sits idle?', 'active'),
+  ('00000000-0000-0000-0000-00000000e004', 'idle@worker.test', '00000000-0000-0000-0000-00000000d004',
+   'other source', 'o', 'What is the other one?', 'active')) v (id, email, memory_id, title, body, question, state);
 insert into roi.runs (id, owner_id, mode, probe_count) values
   ('00000000-0000-0000-0000-00000000f001', tests.user_id('owner@worker.test'), 'llm', 2);
 insert into roi.pending_runs (run_id, owner_id, started_at) values
@@ -28,8 +34,9 @@ insert into roi.recalls (run_id, probe_id, owner_id, surfaced_ids, surfaced) val
   ('00000000-0000-0000-0000-00000000f001', '00000000-0000-0000-0000-00000000e002', tests.user_id('owner@worker.test'), '{}', '[]'),
   ('00000000-0000-0000-0000-00000000f001', '00000000-0000-0000-0000-00000000e003', tests.user_id('owner@worker.test'), '{}', '[]');
 -- Only e002's judgment is still queued; e003's was judged already.
-insert into roi.judgments (run_id, probe_id, owner_id) values
-  ('00000000-0000-0000-0000-00000000f001', '00000000-0000-0000-0000-00000000e002', tests.user_id('owner@worker.test'));
+insert into roi.work (kind, run_id, probe_id, owner_id) values
+  ('judge', '00000000-0000-0000-0000-00000000f001', '00000000-0000-0000-0000-00000000e002',
+   tests.user_id('owner@worker.test'));
 insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, with_memory, without_memory, judged_by) values
   ('00000000-0000-0000-0000-00000000f001', '00000000-0000-0000-0000-00000000e003', tests.user_id('owner@worker.test'),
    '00000000-0000-0000-0000-00000000d003', true, false, 'llm');
@@ -49,9 +56,9 @@ select is((select rolsuper or rolbypassrls or rolcreaterole or rolcreatedb from 
 select is_empty(
   $$select p.proname from pg_proc p where p.pronamespace = 'roi'::regnamespace
     and has_function_privilege('roi_worker', p.oid, 'execute') and p.proname not in
-    ('claim_generation', 'record_question', 'release_generation', 'claim_judgment', 'record_verdict',
-     'release_judgment', 'settle_judgment', 'record_usage', 'owner_provider_key', 'close_run_if_done',
-     'claim_closed_book', 'record_closed_book', 'release_closed_book', 'template_question')$$,
+    ('claim_work', 'release_work', 'record_question', 'record_question_embedding', 'record_verdict',
+     'settle_judgment', 'record_usage', 'owner_provider_key', 'close_run_if_done', 'run_lock_key',
+     'record_closed_book', 'template_question')$$,
   'roi_worker executes its own verbs (and what they call) and nothing else in roi');
 
 -- Who sees what: 1 issue first (the superuser sees every probe), then the worker's view.
@@ -86,6 +93,20 @@ select throws_ok($$update roi.verdicts set with_memory = false$$, '42501', null,
   'the worker cannot change a recorded verdict');
 select throws_ok($$update roi.probes set source_body = 'rewritten'$$, '42501', null,
   'the worker cannot rewrite a probe''s ground truth');
+-- One queue, one claim: the waiting run's judgment comes before the question to write, each with what
+-- its kind needs; a leased row is not handed out again, and a stale release changes nothing.
+select results_eq($$select kind, probe_id::text, attempt, question, source_title, surfaced from roi.claim_work()$$,
+  $$values ('judge', '00000000-0000-0000-0000-00000000e002', 1, 'What was judged?', 'judged source', '[]'::jsonb)$$,
+  'the first claim hands out the judgment, with its question, ground truth and recall snapshot');
+select results_eq($$select kind, probe_id::text, question, source_title, surfaced from roi.claim_work()$$,
+  $$values ('write_question', '00000000-0000-0000-0000-00000000e001', null::text, 'pending source', null::jsonb)$$,
+  'the second the question to write, with the source and nothing else');
+select is_empty($$select * from roi.claim_work()$$, 'leased rows are not claimed twice');
+select is(roi.release_work((select id from roi.work where kind = 'judge'), 2, 'late'), 'stale',
+  'a release for another attempt changes nothing');
+select is(roi.release_work((select id from roi.work where kind = 'judge'), 1, 'boom'), 'retry',
+  'a failed attempt goes back to the queue');
+select is((select run_after > now() from roi.work where kind = 'judge'), true, 'after a backoff');
 select is(roi.record_verdict('00000000-0000-0000-0000-00000000f001', '00000000-0000-0000-0000-00000000e002',
   true, false, 0.7, 'the first result answers it'), true, 'the worker records the queued verdict');
 select is(roi.record_verdict('00000000-0000-0000-0000-00000000f001', '00000000-0000-0000-0000-00000000e002',
@@ -104,7 +125,7 @@ select roi.open_gate();
 select is((select count(*)::int from roi.verdicts), 2, 'the owner reads their verdicts');
 select throws_ok($$select * from roi.verdict_notes$$, '42501', null, 'the owner cannot read the judge''s notes');
 select throws_ok($$select * from roi.provider_keys$$, '42501', null, 'the owner cannot read stored keys');
-select throws_ok($$select * from roi.claim_judgment()$$, '42501', null, 'the owner cannot claim queued work');
+select throws_ok($$select * from roi.claim_work()$$, '42501', null, 'the owner cannot claim queued work');
 select throws_ok($$select * from roi.deployment_token_totals$$, '42501', null,
   'users cannot read the deployment''s token totals');
 select tests.clear_authentication();

@@ -226,25 +226,27 @@ select results_eq(
   $$select closed_book_checked, closed_book_correct, closed_book_agreement_count from public.roi_benchmark_runs
     where run_id = '00000000-0000-0000-0000-0000000f0003'$$,
   $$values (3, 1, 2)$$, 'run 3: 3 spot-checked, the bare model right on 1, the judge''s without_memory agreeing on 2');
-select is_empty($$select * from roi.closed_book_queue$$, 'the owner does not see the spot-check queue');
+select is_empty($$select * from roi.work$$, 'the owner does not see the work queue');
 select tests.clear_authentication();
 
-select is((select count(*)::int from roi.closed_book_queue where run_id = '00000000-0000-0000-0000-0000000f0004'), 2,
+select is((select count(*)::int from roi.work where kind = 'closed_book' and run_id = '00000000-0000-0000-0000-0000000f0004'), 2,
   'an LLM run queues as many spot-checks as the setting says (2 of its 3 probes)');
-select is((select count(*)::int from roi.closed_book_queue where run_id <> '00000000-0000-0000-0000-0000000f0004'), 0,
+select is((select count(*)::int from roi.work where kind = 'closed_book' and run_id <> '00000000-0000-0000-0000-0000000f0004'), 0,
   'and only that run: none while the setting was 0, none for deterministic runs');
 select is((select count(*)::int from roi.recall_outcomes where owner_id = :'built'), 29,
   'every recorded recall left its text-free outcome');
 
--- The worker's verbs.
+-- The worker's verbs, on the spot-checks alone (the run's judgments and the questions' embeddings
+-- would be claimed first otherwise).
+delete from roi.work where kind <> 'closed_book';
 set local role roi_worker;
-create temporary table claimed on commit drop as select * from roi.claim_closed_book();
-select results_eq($$select run_id, attempt, question like 'What about paired %' from claimed$$,
-  $$values ('00000000-0000-0000-0000-0000000f0004'::uuid, 1, true)$$,
+create temporary table claimed on commit drop as select * from roi.claim_work();
+select results_eq($$select kind, run_id, attempt, question like 'What about paired %' from claimed$$,
+  $$values ('closed_book', '00000000-0000-0000-0000-0000000f0004'::uuid, 1, true)$$,
   'the worker claims a spot-check with its question');
-select is((select count(*)::int from roi.claim_closed_book()), 1, 'the other one is still claimable');
-select is((select count(*)::int from roi.claim_closed_book()), 0, 'and a leased row is not claimed twice');
-select is(roi.release_closed_book((select run_id from claimed), (select probe_id from claimed), 1, 'boom'), 'retry',
+select is((select count(*)::int from roi.claim_work()), 1, 'the other one is still claimable');
+select is((select count(*)::int from roi.claim_work()), 0, 'and a leased row is not claimed twice');
+select is(roi.release_work((select work_id from claimed), 1, 'boom'), 'retry',
   'a failed attempt goes back to the queue');
 select is(roi.record_closed_book((select run_id from claimed), (select probe_id from claimed), true), true,
   'the grade is recorded');
@@ -253,14 +255,14 @@ select is(roi.record_closed_book((select run_id from claimed), (select probe_id 
 -- A spot-check that keeps failing is dropped, never guessed; a stale release changes nothing.
 reset role;
 update roi.settings set max_attempts = 2;
-update roi.closed_book_queue set lease_until = now() - interval '1 second';  -- its worker died
+update roi.work set lease_until = now() - interval '1 second';  -- its worker died
 set local role roi_worker;
-create temporary table last_try on commit drop as select * from roi.claim_closed_book();
-select is(roi.release_closed_book((select run_id from last_try), (select probe_id from last_try), 7, 'late'), 'stale',
+create temporary table last_try on commit drop as select * from roi.claim_work();
+select is(roi.release_work((select work_id from last_try), 7, 'late'), 'stale',
   'a release for another attempt is stale');
-select is(roi.release_closed_book((select run_id from last_try), (select probe_id from last_try), 2, 'boom'), 'dropped',
+select is(roi.release_work((select work_id from last_try), 2, 'boom'), 'dropped',
   'a failure on the last allowed attempt drops the spot-check');
-select is((select count(*)::int from roi.closed_book_queue where run_id = '00000000-0000-0000-0000-0000000f0004'), 0,
+select is((select count(*)::int from roi.work where run_id = '00000000-0000-0000-0000-0000000f0004'), 0,
   'and the queue is empty');
 select throws_ok(format($$insert into roi.closed_book_results (run_id, probe_id, owner_id, bare_correct)
     values ('00000000-0000-0000-0000-0000000f0001', '00000000-0000-0000-0000-0000000b0001', %L, true)$$, :'built'),

@@ -35,7 +35,7 @@ select results_eq($$select state, hint from public.roi_benchmark_tile$$,
 select tests.clear_authentication();
 insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, skipped, skip_reason, judged_by)
 select j.run_id, j.probe_id, j.owner_id, p.memory_id, true, 'judge_failed', 'llm'
-from roi.judgments j join roi.probes p on p.id = j.probe_id where j.run_id = (select run_id from started);
+from roi.work j join roi.probes p on p.id = j.probe_id where j.kind = 'judge' and j.run_id = (select run_id from started);
 select ok(roi.close_run_if_done((select run_id from started)), 'every question skipped: the run closes');
 
 select tests.authenticate_as('skipped@tile.test');

@@ -1,6 +1,7 @@
 -- The cheaper bookkeeping of a deterministic run (20261201080000) changes no outcome: a run still
 -- closes complete and rotates once, leaving no pending-run row behind; roi.rotate_and_top_up()
--- retires and adds exactly the probes roi.rotate_pool() then roi.top_up_pool() do, on twin owners
+-- retires and adds exactly the probes of rotation's former two reads (never-probed knowledge counted,
+-- the longest-serving retired, then roi.top_up_pool()), on twin owners
 -- with identical memories, whatever the pool target, rotation size and mode; the PL/pgSQL
 -- roi.template_question() words every question as the former SQL expression did.
 begin;
@@ -37,7 +38,7 @@ select is((select count(*)::int from roi.recalls rc
 -- ---------------------------------------------------------------- twins: new step against old pair
 -- Two owners with identical memories and identical pools; distinct service counts make the choice
 -- of the longest-serving probes independent of probe ids. After each scenario's closed run, twin A
--- goes through roi.rotate_pool() then roi.top_up_pool(), twin B through roi.rotate_and_top_up().
+-- goes through the former two reads, twin B through roi.rotate_and_top_up().
 select tests.create_user('a@twins.test');
 select tests.create_user('b@twins.test');
 insert into public.memories (author_id, scope, kind, title, body, created_at)
@@ -64,7 +65,8 @@ create function pg_temp.twin_scenario(target integer, rotation integer, mode tex
     returning id into run_b;
     perform tests.authenticate_as('a@twins.test');
     perform roi.open_gate();
-    perform roi.rotate_pool(run_a);
+    perform roi.retire_longest_serving(run_a, (select count(*)::integer
+      from roi.never_probed_knowledge((select s.rotation_per_run from roi.settings s))));
     perform roi.top_up_pool();
     perform tests.clear_authentication();
     perform tests.authenticate_as('b@twins.test');

@@ -52,7 +52,7 @@ grant execute on function pg_temp.readable_owner_rows(uuid), pg_temp.outcome(tex
 -- 1. An LLM-mode owner with rows in every table that can hold a user's rows: through
 --    benchmark_memory() pending probes, a run's recalls, outcomes, queued judgments, queued
 --    spot-checks and a pending run; through upkeep a pending probe; and, as the worker would leave
---    them, the run's verdicts, notes, spot-check result, closure, rotation, usage and a stored key.
+--    them, the run's verdicts, notes, spot-check result, closure, rotation, judge, usage and a stored key.
 -- ---------------------------------------------------------------------------------------------
 select tests.create_user('owner@break.test');
 select tests.create_user('other@break.test');
@@ -93,6 +93,7 @@ insert into roi.closed_book_results (run_id, probe_id, owner_id, bare_correct)
 select run_id, probe_id, owner_id, false from roi.recalls where run_id = :'run_id' limit 1;
 insert into roi.run_closures (run_id, owner_id, reason) values (:'run_id', :'owner_id', 'complete');
 insert into roi.rotations (run_id, owner_id, retired_count) values (:'run_id', :'owner_id', 0);
+insert into roi.run_judges (run_id, owner_id, judge_fingerprint) values (:'run_id', :'owner_id', 'pgtap#judge.j2@0');
 insert into public.usage_events (owner_id, purpose, model, input_tokens, output_tokens, run_id)
 values (:'owner_id', 'judgment', 'pgtap-break', 100, 10, :'run_id');
 select roi.store_provider_key(:'owner_id', 'openai', 'sk-break-owner', 'break passphrase');
@@ -102,8 +103,9 @@ select relation, row_count from pg_temp.readable_owner_rows(:'owner_id');
 select is(array(select relation from held where row_count = 0 order by 1), '{}'::text[],
   'the owner has rows in every table that can hold a user''s rows, listed from the catalog');
 select ok((select count(*) from roi.probes where owner_id = :'owner_id' and state = 'pending') > 0
-          and exists (select from roi.pending_runs where owner_id = :'owner_id'),
-  'among them pending probes and a pending run: the queued state is what is checked');
+          and exists (select from roi.pending_runs where owner_id = :'owner_id')
+          and (select count(distinct kind) from roi.work where owner_id = :'owner_id') >= 3,
+  'among them pending probes, a pending run and queued work of three kinds: the queued state is what is checked');
 
 select tests.authenticate_as('other@break.test');
 select is((select sum(row_count)::int from pg_temp.readable_owner_rows(:'owner_id')), 0,
@@ -199,11 +201,11 @@ begin
   end loop;
 end
 $$;
-select is((select count(*)::int from roi.closed_book_queue where owner_id = tests.user_id('random@break.test')), 10,
+select is((select count(*)::int from roi.work where kind = 'closed_book' and owner_id = tests.user_id('random@break.test')), 10,
   'each of the ten runs queued one closed-book check');
 -- All ten picks on one probe by chance: 8 * (1/8)^10, about 1 in 134 million.
-select cmp_ok((select count(distinct probe_id)::int from roi.closed_book_queue
-               where owner_id = tests.user_id('random@break.test')), '>', 1,
+select cmp_ok((select count(distinct probe_id)::int from roi.work
+               where kind = 'closed_book' and owner_id = tests.user_id('random@break.test')), '>', 1,
   'the picks differ between runs: not the first, not the same probe every time');
 
 -- ---------------------------------------------------------------------------------------------
