@@ -390,21 +390,24 @@ begin
 end
 $$;
 
--- Fires when roi.settings switches deterministic → LLM: every owner's active probe whose question is
--- its template question becomes pending again (question and embedding cleared), so the worker writes
--- a real one (roi.queue_probe_work queues it and wakes the worker); template questions quote the
--- title, and an LLM-judged run carries no caveat. It runs as whoever writes the setting
--- (`zm-roi configure`, the database owner) and reads no memory.
-create function roi.hand_template_questions_to_writer() returns trigger
+-- LLM mode: the caller's active probes that still carry the template question deterministic mode
+-- gave them become pending again (question and embedding cleared), so the worker writes a real one
+-- (roi.queue_probe_work queues it). Template questions quote the title, and an LLM-judged run carries
+-- no caveat. Called by benchmark_memory(), so only owners who run the benchmark pay for new questions;
+-- a template the question gate fell back to (question_origin 'template') is kept.
+create function roi.hand_template_questions_to_writer() returns integer
   language plpgsql volatile security invoker set search_path = ''
 as $$
+declare
+  handed integer;
 begin
   update roi.probes p
   set state = 'pending', question = null, activated_at = null, question_embedding = null,
       question_embedding_model = null, last_error = null
-  where p.state = 'active'
+  where p.owner_id = (select auth.uid()) and p.state = 'active' and p.question_origin is null
     and p.question = roi.template_question(p.source_kind, p.source_title, p.source_body);
-  return null;
+  get diagnostics handed = row_count;
+  return handed;
 end
 $$;
 
@@ -989,6 +992,9 @@ begin
 
   select * into config from roi.settings;
   perform roi.retire_unreachable_probes();
+  if config.extractor = 'llm' then
+    perform roi.hand_template_questions_to_writer();
+  end if;
   perform roi.top_up_pool();
   select * into counts from roi.pool_counts();
 
@@ -1265,10 +1271,6 @@ create trigger recalls_note_outcomes after insert on roi.recalls
   referencing new table as recorded
   for each statement execute function roi.note_recall_outcomes();
 
-create trigger llm_mode_rewrites_template_questions after update of extractor on roi.settings
-  for each row when (old.extractor = 'deterministic' and new.extractor = 'llm')
-  execute function roi.hand_template_questions_to_writer();
-
 -- ============================================================================================
 -- Policies
 -- ============================================================================================
@@ -1365,7 +1367,7 @@ grant execute on function roi.inside_benchmark(), roi.open_gate(), roi.close_gat
   roi.configured_recall(text, uuid, uuid, integer, boolean, extensions.vector), roi.start_run(text),
   roi.open_run(), roi.owner_lock_key(uuid), roi.run_lock_key(uuid), roi.wait_for_owner_lock(bigint),
   roi.wilson_bound(bigint, bigint, boolean), roi.sign_test_p(bigint, bigint),
-  roi.run_judge_fingerprint(uuid, text)
+  roi.run_judge_fingerprint(uuid, text), roi.hand_template_questions_to_writer()
   to authenticated;
 
 revoke execute on function public.benchmark_memory() from public, anon;

@@ -98,6 +98,7 @@ def queue_cost(url: str, worker_url: str, rows: int = 1000) -> dict:
                         "without_memory": False,
                         "confidence": 0.9,
                         "reason": "bench",
+                        "judge_fingerprint": "bench#judge.j2",
                     },
                 )
             series.add((time.perf_counter() - started) * 1000)

@@ -1,7 +1,7 @@
 -- roi.upkeep(): retirement (invalidated, unreachable), top-up from never-probed knowledge, rotation
 -- after a completed run, overdue runs, idempotence, and the pg_cron schedule.
 begin;
-select plan(18);
+select plan(19);
 
 select tests.create_user('keeper@upkeep.test');
 select tests.create_user('stranger@upkeep.test');
@@ -61,7 +61,11 @@ insert into public.memories (author_id, scope, kind, title, body)
 select tests.user_id('keeper@upkeep.test'), 'personal', 'decision', 'Upkeep fresh ' || i, 'fresh ' || i
 from generate_series(1, 2) i;
 update roi.settings set extractor = 'llm', pool_target = 1;
--- The switch handed the template question back to the writer: write one, as the worker would.
+-- The next call in LLM mode hands the template question back to the writer: write one, as the worker would.
+select tests.authenticate_as('keeper@upkeep.test');
+select is(public.benchmark_memory() ->> 'status', 'generating',
+  'in LLM mode the next call hands the template question to the writer');
+select tests.clear_authentication();
 update roi.probes set state = 'active', question = 'Q?', activated_at = now()
 where owner_id = tests.user_id('keeper@upkeep.test') and state = 'pending';
 select tests.authenticate_as('keeper@upkeep.test');
