@@ -280,12 +280,17 @@ class Worker:
         log.info("embedding probe=%s owner=%s attempt=%s: %s", job["probe_id"], job["owner_id"], job["attempt"], result)
         return failure is None
 
-    def _judge(self, conn: psycopg.Connection, job: dict) -> bool:
-        model = self.config.judge_model
+    def _ask_judge(self, conn: psycopg.Connection, job: dict) -> Outcome:
+        """The judge prompt on what the row carries: a judgment's recall snapshot, or a check's as the
+        check shows it."""
         prompt = prompts.judge_prompt(
             job["question"], job["source_kind"], job["source_title"], job["source_body"], job["surfaced"]
         )
-        outcome = self._ask(conn, job, model, prompt, prompts.parse_judgment)
+        return self._ask(conn, job, self.config.judge_model, prompt, prompts.parse_judgment)
+
+    def _judge(self, conn: psycopg.Connection, job: dict) -> bool:
+        model = self.config.judge_model
+        outcome = self._ask_judge(conn, job)
         with conn.transaction():
             self._meter(conn, "judgment", model, job, outcome)
             if outcome.failure is None:
@@ -368,13 +373,9 @@ class Worker:
         recall snapshot as the check shows it (SQL withheld the source, or reversed the order, before
         handing the row out), metered under the check's own purpose. A check that keeps failing is
         dropped by release_work; the run never waits for it."""
-        model = self.config.judge_model
-        prompt = prompts.judge_prompt(
-            job["question"], job["source_kind"], job["source_title"], job["source_body"], job["surfaced"]
-        )
-        outcome = self._ask(conn, job, model, prompt, prompts.parse_judgment)
+        outcome = self._ask_judge(conn, job)
         with conn.transaction():
-            self._meter(conn, job["kind"], model, job, outcome)
+            self._meter(conn, job["kind"], self.config.judge_model, job, outcome)
             if outcome.failure is None:
                 verdict: prompts.Judgment = outcome.value
                 done = _scalar(
