@@ -17,7 +17,8 @@
 -- The retrieval figures need the source's rank among the surfaced results and the probe's kind and
 -- scope, so a trigger on roi.recalls copies those text-free facts into roi.recall_outcomes, which the
 -- owner reads as they read verdicts. The work queue (roi.work, 50_roi_worker.sql) carries ids only;
--- closed-book results are booleans the owner reads. The bare model's answer is never stored.
+-- closed-book and judge-check results are booleans the owner reads. The bare model's answer is never
+-- stored.
 
 create schema if not exists roi;
 revoke all on schema roi from public;
