@@ -417,6 +417,36 @@ def test_a_changed_judge_is_not_compared_and_the_trend_marks_the_point(tmp_path)
     assert "35% (judge changed)" in dom.find("svg")[0]["aria-label"]
 
 
+JUDGE = "openai/gpt-4o#judge.j2@0123456789ab"
+
+
+@pytest.mark.parametrize(
+    ("state", "checks", "said"),
+    [
+        (
+            "both",
+            {"withheld_checked": 3, "withheld_answered_count": 1, "order_checked": 3, "order_agreement_count": 3},
+            "judge checks: said answerable without its source for 1 of 3; same verdict in reverse order for 3 of 3; ",
+        ),
+        (
+            "order-only",
+            {"withheld_checked": 0, "withheld_answered_count": 0, "order_checked": 2, "order_agreement_count": 1},
+            "judge checks: same verdict in reverse order for 1 of 2; ",
+        ),
+        ("none", {"withheld_checked": 0, "order_checked": 0}, ""),
+    ],
+)
+def test_the_judge_line_says_what_the_checks_of_the_judge_found(tmp_path, state, checks, said):
+    run = llm_run(judge_fingerprint=JUDGE, judge_changed=False, questions_regenerated=2, template_questions=0, **checks)
+    page = tmp_path / f"judge-checks-{state}.html"
+    page.write_text(dashboard.render(Canned(READY, [run], BREAKDOWN)), encoding="utf-8")
+    dom = open_page(tmp_path, f"diagnostics-judge-checks-{state}", page.as_uri())
+    tall_shots(tmp_path, f"diagnostics-judge-checks-{state}", page.as_uri())
+    assert dom.text("judge") == (
+        f"Judged by {JUDGE}; {said}questions: 2 rewritten after the gate refused them, 0 from templates."
+    )
+
+
 def test_the_same_judge_draws_no_mark_and_keeps_the_p_value(tmp_path):
     run = llm_run(judge_fingerprint="openai/gpt-4o#judge.j2@0123456789ab", judge_changed=False)
     older = llm_run(run_id="r1", started_at="2026-11-29T10:00:00+00:00", judge_changed=False)

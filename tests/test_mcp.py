@@ -41,6 +41,10 @@ DIAGNOSTICS = {
     "template_questions",
     "judge_fingerprint",
     "judge_changed",
+    "withheld_checked",
+    "withheld_answered_count",
+    "order_checked",
+    "order_agreement_count",
     "breakdown",
     "summary",
 }
@@ -193,6 +197,7 @@ def test_a_deterministic_run_starts_at_once_and_the_results_tool_shows_the_score
     assert "First completed run" in found["summary"] and "deterministic runs cost nothing" in found["summary"]
     assert (found["judge_fingerprint"], found["judge_changed"]) == ("deterministic:retrieval-check", False)
     assert (found["questions_regenerated"], found["template_questions"]) == (0, 0)
+    assert (found["withheld_checked"], found["order_checked"]) == (0, 0), "deterministic runs check no judge"
     assert "Judged by the strict retrieval check" in found["summary"]
 
 

@@ -178,4 +178,8 @@ def test_the_readme_states_the_settings_defaults_the_schema_writes():
     pool = re.search(r"pool_target integer not null default (\d+)", schema).group(1)
     checks = re.search(r"closed_book_checks integer not null default (\d+)", schema).group(1)
     assert f"pool target {pool}," in readme and f"`closed_book_checks` {checks}:" in readme
+    for knob in ("withheld_source_checks", "order_checks"):
+        default = re.search(rf"{knob} integer not null default (\d+)", schema).group(1)
+        assert f"`{knob}` {default}" in readme, knob
+        assert re.search(rf"`roi.settings.{knob}`\s+\({default} by default\)", readme), knob
     assert readme.count("2 minutes, 5 attempts") == 1, "said once"

@@ -152,6 +152,11 @@ def scene(request, cluster):
     db_url = cluster.url()
     sentinel = f"SENTINEL{uuid.uuid4().hex}"
     if request.param == "deterministic":
+        # Held for the whole scene: back in LLM mode the template questions go to the writer
+        # (roi.hand_template_questions_to_writer), and the owner would have no question left to hide.
+        held = extractor(db_url, "deterministic")
+        held.__enter__()
+        request.addfinalizer(lambda: held.__exit__(None, None, None))
         owner = deterministic_owner(db_url, sentinel)
     else:
         owner = llm_owner(db_url, cluster.url(user="roi_worker", password=localdb.WORKER_PASSWORD), sentinel)
@@ -258,9 +263,13 @@ def test_another_user_reads_nothing_of_the_owner_anywhere(db_url, scene, reliabi
     }
     assert set(refused.values()) <= {"InsufficientPrivilege"}, refused
     assert "roi.probes" in seen, "the enumeration reached the private schema as authenticated"
-    assert {"public.roi_benchmark_breakdown", "roi.recall_outcomes", "roi.closed_book_results"} <= set(seen), (
-        "the enumeration reached the diagnostics too"
-    )
+    reached = {
+        "public.roi_benchmark_breakdown",
+        "roi.recall_outcomes",
+        "roi.closed_book_results",
+        "roi.judge_check_results",
+    }
+    assert reached <= set(seen), "the enumeration reached the diagnostics too"
 
 
 def test_the_owner_reads_no_question_and_no_snapshot_without_the_gate(db_url, scene):

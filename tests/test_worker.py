@@ -49,6 +49,8 @@ def usage_by_owner(db_url, owner) -> list[dict]:
 
 
 def test_llm_mode_end_to_end(db_url, worker_url, llm_mode, owners):
+    # Every call is counted below; the checks of the judge (on by default) have their own tests.
+    set_settings(db_url, withheld_source_checks=0, order_checks=0)
     alice = owners.create([*KNOWLEDGE[:4], EPISODE])
     bob = owners.create(KNOWLEDGE[4:6])
 
@@ -116,7 +118,8 @@ def test_llm_mode_end_to_end(db_url, worker_url, llm_mode, owners):
 
 
 def test_malformed_judge_output_is_retried_then_skipped(db_url, worker_url, llm_mode, owners):
-    set_settings(db_url, max_attempts=3)
+    # The flaky probe's checks would draw on the scripted failures; they have their own tests.
+    set_settings(db_url, max_attempts=3, withheld_source_checks=0, order_checks=0)
     carol = owners.create(KNOWLEDGE[:3])
     flaky = f"Title: {KNOWLEDGE[1]['title']}"
     failures = iter(['{"with_memory": tru', json.dumps({**GOOD_VERDICT, "with_memory": "yes"}), RuntimeError("503")])

@@ -1,6 +1,7 @@
-"""The judge checks the worker makes without a queue of their own (issue 20, items 1 and 4): the question
-gate (a question that quotes its source goes back to the model once, then falls back to its template),
-and the judge fingerprint (a run says who judged it; a changed judge gives no paired p-value)."""
+"""The checks of the judge (issue 20): the question gate (a question that quotes its source goes back to
+the model once, then falls back to its template), the judge fingerprint (a run says who judged it; a
+changed judge gives no paired p-value), and the checks queued on every LLM run: the same judgment with
+the source withheld (leniency) and with the results in reverse order (position bias)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from tests.worker_support import (
     benchmark,
     default_answer,
     fetch,
+    set_settings,
 )
 from zm_roi import prompts
 from zm_roi.queries import query
@@ -145,3 +147,112 @@ def test_a_template_question_for_a_probe_no_longer_pending_is_dropped(db_url, wo
             query("record_question"), {"probe_id": probe, "question": None, "origin": "template", "generator": "g"}
         ).fetchone()
     assert recorded == {"record_question": False}, "dropped, as a model's question would be, not an error"
+
+
+# ---- the checks of the judge on every run (issue 20, items 2 and 3) --------------------------------
+
+# Questions that name their source's own details (so recall ranks it first, among others) and still
+# pass the question gate: no title words at all.
+TOPICAL = {
+    memory["title"]: question
+    for memory, question in zip(
+        KNOWLEDGE,
+        [
+            "Which release broke idempotent retries on refunds, and what do we stay on?",
+            "When does the nightly export land, given that the scheduler ignores TZ?",
+            "What may a schema change file never be called after, and what instead?",
+            "What status does a write with a stale version answer?",
+            "When does the billing provider change its signing keys, and what do we do on a 401?",
+            "What must every toggle description name, or the linter rejects it?",
+        ],
+        strict=True,
+    )
+}
+
+
+def source_title(prompt: str) -> str:
+    return prompt.split("Title: ", 1)[1].split("\n", 1)[0]
+
+
+def surfaced_titles(prompt: str) -> list[str]:
+    """The titles of the results the judge was shown, in the order shown."""
+    shown = prompt.split("What the memory system surfaced", 1)[1].split("\nDecide:", 1)[0]
+    return [line.split("] ", 1)[1] for line in shown.splitlines() if line.startswith("[")]
+
+
+def checked_judge(with_memory):
+    """A generator of TOPICAL questions and a judge whose with_memory is `with_memory(source, shown)`."""
+
+    def answer(model: str, prompt: str) -> str:
+        if model == GENERATION_MODEL:
+            title = next(m["title"] for m in KNOWLEDGE if f"Title: {m['title']}" in prompt)
+            return json.dumps({"question": TOPICAL[title]})
+        verdict = with_memory(source_title(prompt), surfaced_titles(prompt))
+        return json.dumps({**GOOD_VERDICT, "with_memory": verdict})
+
+    return answer
+
+
+def checked_run(db_url, worker_url, owner, with_memory) -> tuple[dict, ScriptedModel]:
+    """Two benchmark calls with the worker after each (the pool, then one run), every check on."""
+    set_settings(db_url, withheld_source_checks=len(KNOWLEDGE), order_checks=len(KNOWLEDGE))
+    model = ScriptedModel(checked_judge(with_memory))
+    benchmark(db_url, owner)
+    Worker(worker_url, CONFIG, model).run(once=True)
+    assert benchmark(db_url, owner)["status"] == "started"
+    Worker(worker_url, CONFIG, model).run(once=True)
+    (run,) = runs(db_url, owner)
+    return run, model
+
+
+def test_a_lenient_judge_says_answerable_for_every_question_whose_source_was_withheld(
+    db_url, worker_url, llm_mode, owners
+):
+    owner = owners.create(KNOWLEDGE)
+    run, model = checked_run(db_url, worker_url, owner, lambda source, shown: True)
+    assert run["withheld_checked"] > 0, "some sources surfaced, so they could be withheld"
+    assert run["withheld_answered_count"] == run["withheld_checked"]
+    withheld = [c["prompt"] for c in model.calls if c["model"] == JUDGE_MODEL]
+    assert len(withheld) == run["judged_count"] + run["withheld_checked"] + run["order_checked"]
+    purposes = fetch(
+        db_url,
+        "select purpose, count(*)::int as calls from public.usage_events where owner_id = %s and run_id = %s "
+        "group by purpose order by purpose",
+        (owner, run["run_id"]),
+    )
+    assert purposes == [
+        {"purpose": "judge_reversed", "calls": run["order_checked"]},
+        {"purpose": "judge_withheld", "calls": run["withheld_checked"]},
+        {"purpose": "judgment", "calls": run["judged_count"]},
+    ], "each check is metered under its own purpose, on the owner and the run"
+
+
+def test_a_strict_judge_never_says_answerable_once_the_source_is_withheld(db_url, worker_url, llm_mode, owners):
+    owner = owners.create(KNOWLEDGE)
+    run, model = checked_run(db_url, worker_url, owner, lambda source, shown: source in shown)
+    assert run["withheld_checked"] > 0
+    assert run["withheld_answered_count"] == 0, "the judge never saw the source in a leniency check"
+    assert run["with_memory_count"] == run["source_surfaced_count"] > 0, "with the source shown it did answer"
+    assert run["order_agreement_count"] == run["order_checked"] > 0, "reversing the order moved nothing"
+
+
+def test_a_judge_that_wants_the_source_first_disagrees_with_itself_in_reverse_order(
+    db_url, worker_url, llm_mode, owners
+):
+    owner = owners.create(KNOWLEDGE)
+    run, _ = checked_run(db_url, worker_url, owner, lambda source, shown: shown[:1] == [source])
+    assert run["order_checked"] > 0
+    assert run["order_agreement_count"] < run["order_checked"]
+
+
+def test_the_checks_are_off_when_their_settings_are_zero(db_url, worker_url, llm_mode, owners):
+    owner = owners.create(KNOWLEDGE[:2])
+    set_settings(db_url, withheld_source_checks=0, order_checks=0)
+    model = ScriptedModel(checked_judge(lambda source, shown: True))
+    benchmark(db_url, owner)
+    Worker(worker_url, CONFIG, model).run(once=True)
+    benchmark(db_url, owner)
+    Worker(worker_url, CONFIG, model).run(once=True)
+    (run,) = runs(db_url, owner)
+    assert (run["withheld_checked"], run["order_checked"]) == (0, 0)
+    assert len([c for c in model.calls if c["model"] == JUDGE_MODEL]) == run["judged_count"] == 2

@@ -119,8 +119,21 @@ def closed_book_line(run: dict) -> str | None:
     )
 
 
+def judge_checks(run: dict) -> str | None:
+    """The checks of the judge that ran on the run: how often it said answerable with the source withheld
+    (leniency), and how often reversing the results left its verdict as it was (position bias)."""
+    parts = []
+    withheld, order = run.get("withheld_checked") or 0, run.get("order_checked") or 0
+    if withheld:
+        parts.append(f"said answerable without its source for {run.get('withheld_answered_count') or 0} of {withheld}")
+    if order:
+        parts.append(f"same verdict in reverse order for {run.get('order_agreement_count') or 0} of {order}")
+    return "judge checks: " + "; ".join(parts) if parts else None
+
+
 def judge_line(run: dict) -> str:
-    """Who judged the run and what the question gate did to its questions."""
+    """Who judged the run, what the checks of the judge found, and what the question gate did to its
+    questions."""
     fingerprint = run.get("judge_fingerprint")
     if run.get("mode") != "llm":
         who = "Judged by the strict retrieval check (deterministic mode: questions come from templates)"
@@ -129,6 +142,9 @@ def judge_line(run: dict) -> str:
     else:
         who = "No judge recorded (no question was judged)"
     line = who
+    checks = judge_checks(run)
+    if checks:
+        line += f"; {checks}"
     if run.get("mode") == "llm":
         line += (
             f"; questions: {run.get('questions_regenerated') or 0} rewritten after the gate refused them, "

@@ -52,8 +52,10 @@ search surfaced each question's source memory (count, MRR, median rank, agreemen
 rate by kind and by layer, the paired change against the previous run (with an exact sign test), what
 the run's model calls cost, the closed-book spot-check of the judge when enabled, and the judge checks:
 who judged (judge_fingerprint; judge_changed, when the paired comparison is not comparable and has no
-p-value) and how many questions the question gate sent back for quoting their source
-(questions_regenerated) or replaced by their template (template_questions). Aggregates only; changes
+p-value), how many questions the question gate sent back for quoting their source
+(questions_regenerated) or replaced by their template (template_questions), how often the judge still
+said answerable with the source withheld (withheld_answered_count of withheld_checked) and kept its
+verdict with the results reversed (order_agreement_count of order_checked). Aggregates only; changes
 nothing."""
 
 
@@ -114,6 +116,12 @@ class RunDiagnostics(BaseModel):
     judge_changed: bool | None = Field(
         None, description="true when the previous run's judge differs: the paired comparison then has no p-value"
     )
+    withheld_checked: int = Field(0, description="questions judged again with their source memory withheld")
+    withheld_answered_count: int = Field(
+        0, description="of those, judged answerable anyway: another memory answers it, or the judge is lenient"
+    )
+    order_checked: int = Field(0, description="judged questions judged again with the results in reverse order")
+    order_agreement_count: int = Field(0, description="of those, where both verdicts were the same")
     breakdown: list[BreakdownRow] = Field(default_factory=list, description="by kind and by layer (scope)")
     summary: str = Field(description="the figures in plain sentences")
 

@@ -208,6 +208,9 @@ select roi.record_verdict(%(run_id)s, %(probe_id)s, %(with_memory)s, %(without_m
 -- name: record_closed_book
 select roi.record_closed_book(%(run_id)s, %(probe_id)s, %(correct)s);
 
+-- name: record_judge_check
+select roi.record_judge_check(%(run_id)s, %(probe_id)s, %(kind)s, %(with_memory)s, %(without_memory)s);
+
 -- name: record_question_embedding
 select roi.record_question_embedding(%(probe_id)s, %(embedding)s::extensions.vector, %(embedding_model)s);
 

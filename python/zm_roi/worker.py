@@ -1,9 +1,10 @@
 """`zm-roi worker`: the LLM half of the benchmark, and the one embedder of probe questions. Each of its
 lanes (ZM_WORKER_CONCURRENCY threads, settings.DEFAULT_WORKER_CONCURRENCY by default, each with its own
 connection) claims one row of the work queue at a time with one round trip (roi.claim_work() hands out
-the most urgent: a waiting run's judgments first, then closed-book spot-checks, questions to write,
-questions to embed), does its kind of work (a model call, or an embedding, which needs no provider
-key), and hands the outcome back to SQL together with the call's usage event, in one transaction.
+the most urgent: a waiting run's judgments first, then its checks of the judge (closed-book
+spot-checks, source withheld, order reversed), questions to write, questions to embed), does its kind
+of work (a model call, or an embedding, which needs no provider key), and hands the outcome back to
+SQL together with the call's usage event, in one transaction.
 Several calls are in flight at once, so a 20-question pool or run costs a few model round trips.
 
 Every state change goes through the roi_worker verbs (claim_work, record_…, release_work); the worker
@@ -279,12 +280,17 @@ class Worker:
         log.info("embedding probe=%s owner=%s attempt=%s: %s", job["probe_id"], job["owner_id"], job["attempt"], result)
         return failure is None
 
-    def _judge(self, conn: psycopg.Connection, job: dict) -> bool:
-        model = self.config.judge_model
+    def _ask_judge(self, conn: psycopg.Connection, job: dict) -> Outcome:
+        """The judge prompt on what the row carries: a judgment's recall snapshot, or a check's as the
+        check shows it."""
         prompt = prompts.judge_prompt(
             job["question"], job["source_kind"], job["source_title"], job["source_body"], job["surfaced"]
         )
-        outcome = self._ask(conn, job, model, prompt, prompts.parse_judgment)
+        return self._ask(conn, job, self.config.judge_model, prompt, prompts.parse_judgment)
+
+    def _judge(self, conn: psycopg.Connection, job: dict) -> bool:
+        model = self.config.judge_model
+        outcome = self._ask_judge(conn, job)
         with conn.transaction():
             self._meter(conn, "judgment", model, job, outcome)
             if outcome.failure is None:
@@ -362,9 +368,52 @@ class Worker:
         )
         return failure is None
 
+    def _judge_check(self, conn: psycopg.Connection, job: dict) -> bool:
+        """A check of the judge (judge_withheld, judge_reversed): the same judge prompt once more on the
+        recall snapshot as the check shows it (SQL withheld the source, or reversed the order, before
+        handing the row out), metered under the check's own purpose. A check that keeps failing is
+        dropped by release_work; the run never waits for it."""
+        outcome = self._ask_judge(conn, job)
+        with conn.transaction():
+            self._meter(conn, job["kind"], self.config.judge_model, job, outcome)
+            if outcome.failure is None:
+                verdict: prompts.Judgment = outcome.value
+                done = _scalar(
+                    conn,
+                    "record_judge_check",
+                    {
+                        "run_id": job["run_id"],
+                        "probe_id": job["probe_id"],
+                        "kind": job["kind"],
+                        "with_memory": verdict.with_memory,
+                        "without_memory": verdict.without_memory,
+                    },
+                )
+                result = (
+                    f"check recorded (with_memory={_yes(verdict.with_memory)}, "
+                    f"without_memory={_yes(verdict.without_memory)})"
+                    if done
+                    else "check dropped: no longer queued"
+                )
+            else:
+                result = self._release(conn, job, outcome.failure)
+        log.info(
+            "%s run=%s probe=%s owner=%s attempt=%s: %s%s",
+            job["kind"],
+            job["run_id"],
+            job["probe_id"],
+            job["owner_id"],
+            job["attempt"],
+            result,
+            _usage_note(outcome),
+        )
+        return outcome.failure is None
+
     _KINDS: dict[str, Callable[[Worker, psycopg.Connection, dict], bool]] = {
         "judge": _judge,
         "closed_book": _closed_book,
+        "judge_withheld": _judge_check,
+        "judge_reversed": _judge_check,
         "write_question": _generate,
         "embed_question": _embed_question,
     }

@@ -80,9 +80,11 @@ create table public.memories (
 create table public.usage_events (
   id bigint generated always as identity primary key,
   owner_id uuid not null references auth.users (id) on delete cascade,
-  -- judge_check: `zm-roi judge-check`'s calls, attributed to the operator's account.
+  -- judge_check: `zm-roi judge-check`'s calls, attributed to the operator's account;
+  -- judge_withheld, judge_reversed: the checks of the judge on each LLM run (50_roi_worker.sql).
   purpose text not null check (purpose in ('probe_generation', 'judgment', 'closed_book_answer',
-                                           'closed_book_grade', 'embedding', 'judge_check')),
+                                           'closed_book_grade', 'embedding', 'judge_check',
+                                           'judge_withheld', 'judge_reversed')),
   model text not null,
   input_tokens integer not null default 0 check (input_tokens >= 0),
   output_tokens integer not null default 0 check (output_tokens >= 0),

@@ -17,7 +17,8 @@
 -- The retrieval figures need the source's rank among the surfaced results and the probe's kind and
 -- scope, so a trigger on roi.recalls copies those text-free facts into roi.recall_outcomes, which the
 -- owner reads as they read verdicts. The work queue (roi.work, 50_roi_worker.sql) carries ids only;
--- closed-book results are booleans the owner reads. The bare model's answer is never stored.
+-- closed-book and judge-check results are booleans the owner reads. The bare model's answer is never
+-- stored.
 
 create schema if not exists roi;
 revoke all on schema roi from public;
@@ -47,7 +48,12 @@ create table roi.settings (
   recall_function text not null default 'public.recall(text,uuid,uuid,integer,boolean,extensions.vector)',
   -- Whether that recall takes the query embedding (its sixth argument): recorded whenever
   -- recall_function is written (roi.note_recall_takes_embedding), read by every run.
-  recall_takes_embedding boolean not null default true
+  recall_takes_embedding boolean not null default true,
+  -- Probes per LLM run the judge sees again with the source withheld (judge_withheld) and with the
+  -- results in reverse order (judge_reversed): 3 each, so every run is checked, at 6 extra judge calls
+  -- per run (+30% of a 20-question run's judge calls; README, "Judge checks").
+  withheld_source_checks integer not null default 3 check (withheld_source_checks between 0 and 200),
+  order_checks integer not null default 3 check (order_checks between 0 and 200)
 );
 insert into roi.settings default values;
 
@@ -195,6 +201,18 @@ create table roi.run_judges (
   primary key (run_id, judge_fingerprint)
 );
 
+-- What the judge said when checked: source withheld, or results in reverse order. Booleans and ids
+-- only, so the owner reads it, as they read verdicts. Append-only.
+create table roi.judge_check_results (
+  run_id uuid not null references roi.runs (id) on delete cascade,
+  probe_id uuid not null references roi.probes (id) on delete cascade,
+  owner_id uuid not null references auth.users (id) on delete cascade,
+  kind text not null check (kind in ('judge_withheld', 'judge_reversed')),
+  with_memory boolean not null,
+  without_memory boolean not null,
+  recorded_at timestamptz not null default now(),
+  primary key (run_id, probe_id, kind)
+);
 -- ============================================================================================
 -- Indexes
 -- ============================================================================================
@@ -212,6 +230,8 @@ create index recall_outcomes_probe_idx on roi.recall_outcomes (probe_id);
 create index closed_book_results_owner_idx on roi.closed_book_results (owner_id);
 create index closed_book_results_probe_idx on roi.closed_book_results (probe_id);
 create index run_judges_owner_idx on roi.run_judges (owner_id);
+create index judge_check_results_owner_idx on roi.judge_check_results (owner_id);
+create index judge_check_results_probe_idx on roi.judge_check_results (probe_id);
 
 -- ============================================================================================
 -- Functions
@@ -799,15 +819,18 @@ end
 $$;
 
 -- After recalls are recorded: keep the text-free outcome of each (source rank, kind, scope), and in
--- LLM mode queue up to roi.settings.closed_book_checks of the run's probes for the closed-book
--- spot-check, picked at random. Runs as whoever recorded the recalls (the owner, inside the benchmark).
+-- LLM mode queue the run's checks of the judge, each on probes picked at random: up to
+-- roi.settings.closed_book_checks closed-book spot-checks, withheld_source_checks leniency checks (among
+-- probes whose source surfaced) and order_checks order checks (among probes with 2 or more results).
+-- Runs as whoever recorded the recalls (the owner, inside the benchmark).
 create function roi.note_recall_outcomes() returns trigger
   language plpgsql security invoker set search_path = ''
 as $$
 declare
-  checks integer := (select s.closed_book_checks from roi.settings s);
+  config roi.settings;
   queued integer;
 begin
+  select * into config from roi.settings;
   insert into roi.recall_outcomes (run_id, probe_id, owner_id, source_kind, source_scope, source_rank,
                                    question_origin)
   select n.run_id, n.probe_id, n.owner_id, p.source_kind, p.source_scope,
@@ -815,7 +838,7 @@ begin
   from recorded n join roi.probes p on p.id = n.probe_id
   on conflict (run_id, probe_id) do nothing;
 
-  if checks > 0 then
+  if config.closed_book_checks > 0 then
     insert into roi.work (kind, run_id, probe_id, owner_id)
     select 'closed_book', x.run_id, x.probe_id, x.owner_id
     from (
@@ -826,11 +849,37 @@ begin
       from recorded n join roi.runs r on r.id = n.run_id
       where r.mode = 'llm'
     ) x
-    where x.pick + x.already <= checks
+    where x.pick + x.already <= config.closed_book_checks
     on conflict do nothing;
     get diagnostics queued = row_count;
     if queued > 0 then
       perform pg_notify('roi_work', 'closed_book');
+    end if;
+  end if;
+
+  if config.withheld_source_checks > 0 or config.order_checks > 0 then
+    insert into roi.work (kind, run_id, probe_id, owner_id)
+    select x.kind, x.run_id, x.probe_id, x.owner_id
+    from (
+      select c.kind, c.wanted, n.run_id, n.probe_id, n.owner_id,
+             row_number() over (partition by c.kind, n.run_id order by random()) as pick,
+             (select count(*) from roi.work q where q.run_id = n.run_id and q.kind = c.kind)
+               + (select count(*) from roi.judge_check_results j where j.run_id = n.run_id and j.kind = c.kind)
+               as already
+      from recorded n
+      join roi.runs r on r.id = n.run_id
+      join roi.probes p on p.id = n.probe_id
+      cross join (values ('judge_withheld', config.withheld_source_checks),
+                         ('judge_reversed', config.order_checks)) c (kind, wanted)
+      where r.mode = 'llm' and c.wanted > 0
+        and case c.kind when 'judge_withheld' then p.memory_id = any (n.surfaced_ids)
+                        else cardinality(n.surfaced_ids) >= 2 end
+    ) x
+    where x.pick + x.already <= x.wanted
+    on conflict do nothing;
+    get diagnostics queued = row_count;
+    if queued > 0 then
+      perform pg_notify('roi_work', 'judge_check');
     end if;
   end if;
   return null;
@@ -1025,8 +1074,10 @@ $$;
 -- changed, since the two runs' verdicts were not made the same way); what it cost (tokens, dollars
 -- by litellm's price map, calls on the owner's own key); the closed-book spot-check; what it
 -- measured (recall function, embedding model of its questions); and the judge checks: questions
--- the gate sent back to the model or to their template, and who judged (judge_fingerprint, and
--- judge_changed against the previous run; null while either run has no judged verdict).
+-- the gate sent back to the model or to their template, who judged (judge_fingerprint, and
+-- judge_changed against the previous run; null while either run has no judged verdict), how often the
+-- judge still said answerable with the source withheld, and how often reversing the results left a
+-- judged verdict unchanged.
 create view public.roi_benchmark_runs with (security_invoker = true) as
 select r.id as run_id,
        r.started_at,
@@ -1064,7 +1115,11 @@ select r.id as run_id,
        coalesce(v.regenerated, 0)::integer as questions_regenerated,
        coalesce(v.templated, 0)::integer as template_questions,
        judge.fingerprint as judge_fingerprint,
-       judge.changed as judge_changed
+       judge.changed as judge_changed,
+       coalesce(jc.withheld, 0)::integer as withheld_checked,
+       coalesce(jc.withheld_answered, 0)::integer as withheld_answered_count,
+       coalesce(jc.reversed, 0)::integer as order_checked,
+       coalesce(jc.reversed_agreed, 0)::integer as order_agreement_count
 from roi.runs r
 left join roi.run_closures c on c.run_id = r.id
 left join lateral (
@@ -1122,6 +1177,16 @@ left join lateral (
   left join roi.verdicts x on x.run_id = b.run_id and x.probe_id = b.probe_id and not x.skipped
   where b.run_id = r.id
 ) cb on true
+left join lateral (
+  select count(*) filter (where j.kind = 'judge_withheld') as withheld,
+         count(*) filter (where j.kind = 'judge_withheld' and j.with_memory) as withheld_answered,
+         count(*) filter (where j.kind = 'judge_reversed' and x.probe_id is not null) as reversed,
+         count(*) filter (where j.kind = 'judge_reversed' and j.with_memory = x.with_memory
+                            and j.without_memory = x.without_memory) as reversed_agreed
+  from roi.judge_check_results j
+  left join roi.verdicts x on x.run_id = j.run_id and x.probe_id = j.probe_id and not x.skipped
+  where j.run_id = r.id
+) jc on true
 where r.owner_id = (select auth.uid());
 
 -- The headline split by the source's kind and by its scope (the layer it lives in). Per dimension
@@ -1246,6 +1311,8 @@ create trigger closed_book_results_are_append_only before update or delete on ro
   for each row execute function roi.forbid_result_change();
 create trigger run_judges_are_append_only before update or delete on roi.run_judges
   for each row execute function roi.forbid_result_change();
+create trigger judge_check_results_are_append_only before update or delete on roi.judge_check_results
+  for each row execute function roi.forbid_result_change();
 
 create trigger runs_refuse_truncate before truncate on roi.runs
   for each statement execute function roi.forbid_result_truncate();
@@ -1262,6 +1329,8 @@ create trigger recall_outcomes_refuse_truncate before truncate on roi.recall_out
 create trigger closed_book_results_refuse_truncate before truncate on roi.closed_book_results
   for each statement execute function roi.forbid_result_truncate();
 create trigger run_judges_refuse_truncate before truncate on roi.run_judges
+  for each statement execute function roi.forbid_result_truncate();
+create trigger judge_check_results_refuse_truncate before truncate on roi.judge_check_results
   for each statement execute function roi.forbid_result_truncate();
 
 create trigger settings_note_recall_takes_embedding before insert or update of recall_function on roi.settings
@@ -1285,6 +1354,7 @@ alter table roi.pending_runs enable row level security;
 alter table roi.recall_outcomes enable row level security;
 alter table roi.closed_book_results enable row level security;
 alter table roi.run_judges enable row level security;
+alter table roi.judge_check_results enable row level security;
 
 create policy "The benchmark reads its settings" on roi.settings
   for select to authenticated using (true);
@@ -1340,6 +1410,9 @@ create policy "Owners read their spot-check results" on roi.closed_book_results
 create policy "Owners read the judges of their runs" on roi.run_judges
   for select to authenticated using (owner_id = (select auth.uid()));
 
+create policy "Owners read their judge check results" on roi.judge_check_results
+  for select to authenticated using (owner_id = (select auth.uid()));
+
 -- ============================================================================================
 -- Grants
 -- ============================================================================================
@@ -1349,7 +1422,7 @@ grant select, insert on roi.runs, roi.recalls, roi.verdicts, roi.run_closures, r
   to authenticated;
 grant select, insert, update, delete on roi.pending_runs to authenticated;
 grant select, insert on roi.recall_outcomes to authenticated;
-grant select on roi.closed_book_results, roi.run_judges to authenticated;
+grant select on roi.closed_book_results, roi.run_judges, roi.judge_check_results to authenticated;
 
 -- Per-schema default privileges cannot take back the global default (EXECUTE for PUBLIC), so
 -- every roi function is revoked from PUBLIC outright; the grants below say who may call what.

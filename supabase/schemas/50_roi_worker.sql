@@ -12,16 +12,20 @@
 --   kind            urgency  queued by                          recorded by                gives up
 --   judge           0        start_run (LLM mode)               record_verdict             skipped verdict
 --   closed_book     1        note_recall_outcomes (LLM mode)    record_closed_book         dropped
+--   judge_withheld  1        note_recall_outcomes (LLM mode)    record_judge_check         dropped
+--   judge_reversed  1        note_recall_outcomes (LLM mode)    record_judge_check         dropped
 --   write_question  2        a pending probe (queue_probe_work) record_question            probe retired
 --   embed_question  3        an active probe with no embedding  record_question_embedding  dropped
 --
 -- A new kind is one branch of roi.work.urgency, its record verb and its branch in release_work().
 -- (PostgreSQL 15 cannot alter a generated column's expression: the migration that adds a kind drops
--- and re-adds `urgency` with its constraint and work_due_idx, a quick rewrite of a small table.)
+-- and re-adds `urgency` with its constraint and work_due_idx, a quick rewrite of a small table, which
+-- leaves `urgency` the table's last column.)
 -- The worker meters every model call, with its cost, in the same transaction as its result.
 --
 -- roi_worker sees only what its rows carry: a pending probe's source snapshot, for a judgment the
--- question, ground truth and recall snapshot, for a spot-check the question and ground truth, for an
+-- question, ground truth and recall snapshot (for a check of the judge, the snapshot as the check shows
+-- it: source withheld or order reversed), for a spot-check the question and ground truth, for an
 -- embedding the question. It has no privilege on public.memories, so it cannot top up pools: when its
 -- verdict closes a run (roi.close_run_if_done), the owner's next benchmark_memory() call rotates and
 -- tops up that pool, and upkeep (pg_cron, impersonating the owner) does it for an owner who never calls.
@@ -59,8 +63,6 @@ create extension if not exists pgcrypto with schema extensions;
 create table roi.work (
   id bigint generated always as identity primary key,
   kind text not null,
-  urgency smallint generated always as (case kind when 'judge' then 0 when 'closed_book' then 1
-    when 'write_question' then 2 when 'embed_question' then 3 end) stored,
   owner_id uuid not null references auth.users (id) on delete cascade,
   probe_id uuid not null references roi.probes (id) on delete cascade,
   run_id uuid references roi.runs (id) on delete cascade,
@@ -69,8 +71,13 @@ create table roi.work (
   lease_until timestamptz,
   last_error text,
   created_at timestamptz not null default now(),
+  -- Last: each migration that adds a kind drops and re-adds it (see the header).
+  urgency smallint generated always as (case kind when 'judge' then 0
+    when 'closed_book' then 1 when 'judge_withheld' then 1 when 'judge_reversed' then 1
+    when 'write_question' then 2 when 'embed_question' then 3 end) stored,
   constraint work_kind_is_known check (urgency is not null),
-  constraint work_run_belongs_to_its_kind check ((run_id is not null) = (kind in ('judge', 'closed_book'))),
+  constraint work_run_belongs_to_its_kind
+    check ((run_id is not null) = (kind in ('judge', 'closed_book', 'judge_withheld', 'judge_reversed'))),
   unique nulls not distinct (kind, probe_id, run_id)
 );
 
@@ -112,7 +119,7 @@ create index verdict_notes_owner_idx on roi.verdict_notes (owner_id);
 -- A probe's work follows its state, in one place: a pending probe waits for its question
 -- (write_question), an active one with no embedding for its embedding (embed_question), and work
 -- that no longer applies leaves with the state change (a question written or taken over, a probe
--- rotated out; spot-checks of a probe whose source the owner lost). Runs as whoever changed the probe
+-- rotated out; checks of a probe whose source the owner lost). Runs as whoever changed the probe
 -- (the owner inside the benchmark, upkeep as the owner, or the worker) and wakes the worker.
 create function roi.queue_probe_work() returns trigger
   language plpgsql security invoker set search_path = ''
@@ -125,7 +132,8 @@ begin
     where w.probe_id = new.id
       and ((w.kind = 'write_question' and old.state = 'pending')
            or (w.kind = 'embed_question' and old.state = 'active')
-           or (w.kind = 'closed_book' and new.retired_reason in ('source_invalidated', 'source_unreachable')));
+           or (w.kind in ('closed_book', 'judge_withheld', 'judge_reversed')
+               and new.retired_reason in ('source_invalidated', 'source_unreachable')));
   end if;
   wanted := case when new.state = 'pending' then 'write_question'
                  when new.state = 'active' and new.question_embedding is null then 'embed_question' end;
@@ -175,8 +183,8 @@ $$;
 -- (graphile-worker's formula, the one for every kind); after max_attempts the row gives up the way
 -- its kind does: a judgment is recorded as skipped ('judge_failed', the last error in the gated
 -- notes, so a partial run still completes and counts what was judged), a question that cannot be
--- written retires its probe ('generation_failed'), a spot-check or an embedding is dropped (a sample
--- that cannot be made is left out; the question stays lexical-only). `attempt` fences a stale worker:
+-- written retires its probe ('generation_failed'), a spot-check, a check of the judge or an embedding
+-- is dropped (a sample that cannot be made is left out; the question stays lexical-only). `attempt` fences a stale worker:
 -- once the row was released or claimed again, a release of that attempt changes nothing.
 create function roi.release_work(work_id bigint, attempt integer, failure text) returns text
   language plpgsql volatile security invoker set search_path = ''
@@ -213,9 +221,29 @@ begin
 end
 $$;
 
+-- What the judge sees for a check of kind `check_kind`: the recall snapshot with the source withheld
+-- (its id, and any result whose body equals the source's) or in reverse order, renumbered from 1 so no
+-- rank gives the original order or the removal away. Any other kind sees the snapshot as recorded.
+create function roi.judge_check_surfaced(check_kind text, surfaced jsonb, source_memory uuid, source_body text)
+  returns jsonb
+  language sql immutable security invoker set search_path = ''
+as $$
+  select case when check_kind not in ('judge_withheld', 'judge_reversed') then surfaced else
+    (select coalesce(jsonb_agg(k.hit || jsonb_build_object('rank', k.shown) order by k.shown), '[]'::jsonb)
+     from (select h.hit,
+                  row_number() over (order by case when check_kind = 'judge_reversed' then -h.position
+                                                   else h.position end) as shown
+           from jsonb_array_elements(surfaced) with ordinality h (hit, position)
+           where check_kind = 'judge_reversed'
+              or ((h.hit ->> 'memory_id') is distinct from source_memory::text
+                  and btrim(coalesce(h.hit ->> 'body', '')) is distinct from btrim(source_body))) k)
+  end
+$$;
+
 -- Hands a worker the most urgent due row that is not leased (a waiting run's judgments first, then
--- spot-checks, questions to write, questions to embed; oldest first within a kind) under a fresh
--- lease, with what its kind needs and nothing more. A crashed worker's row comes back by itself once
+-- the run's checks, questions to write, questions to embed; oldest first within a kind) under a fresh
+-- lease, with what its kind needs and nothing more (a check of the judge gets the recall snapshot as
+-- its check shows it, roi.judge_check_surfaced). A crashed worker's row comes back by itself once
 -- the lease runs out; a row whose last allowed attempt died with its worker gives up first, as a
 -- failing attempt would have. One round trip per poll, whatever the kind.
 create function roi.claim_work()
@@ -254,10 +282,11 @@ begin
          case when c.kind <> 'embed_question' then p.source_kind end,
          case when c.kind <> 'embed_question' then p.source_title end,
          case when c.kind <> 'embed_question' then p.source_body end,
-         r.surfaced
+         roi.judge_check_surfaced(c.kind, r.surfaced, p.memory_id, p.source_body)
   from claimed c
   join roi.probes p on p.id = c.probe_id
-  left join roi.recalls r on c.kind = 'judge' and r.run_id = c.run_id and r.probe_id = c.probe_id;
+  left join roi.recalls r on c.kind in ('judge', 'judge_withheld', 'judge_reversed')
+                         and r.run_id = c.run_id and r.probe_id = c.probe_id;
 end
 $$;
 
@@ -427,6 +456,35 @@ begin
 end
 $$;
 
+-- The judge's verdict on a claimed check (judge_withheld or judge_reversed): recorded once, the queue
+-- row gone. False when the row is no longer queued (another worker recorded it first).
+create function roi.record_judge_check(target_run uuid, target_probe uuid, check_kind text,
+  judged_with_memory boolean, judged_without_memory boolean) returns boolean
+  language plpgsql volatile security invoker set search_path = ''
+as $$
+declare
+  job record;
+  recorded integer;
+begin
+  if judged_with_memory is null or judged_without_memory is null then
+    raise exception 'roi.record_judge_check: a verdict says yes or no to both questions' using errcode = '22023';
+  end if;
+  select w.id, w.owner_id into job from roi.work w
+  where w.kind = check_kind and w.kind in ('judge_withheld', 'judge_reversed')
+    and w.run_id = target_run and w.probe_id = target_probe
+  for update;
+  if not found then
+    return false;
+  end if;
+  insert into roi.judge_check_results (run_id, probe_id, owner_id, kind, with_memory, without_memory)
+  values (target_run, target_probe, job.owner_id, check_kind, judged_with_memory, judged_without_memory)
+  on conflict (run_id, probe_id, kind) do nothing;
+  get diagnostics recorded = row_count;
+  delete from roi.work w where w.id = job.id;
+  return recorded > 0;
+end
+$$;
+
 -- Keep an owner's own provider key, encrypted under the operator's passphrase (see the header).
 -- For `zm-roi set-key`, run by the database owner; no API role may call it.
 create function roi.store_provider_key(target_owner uuid, key_provider text, api_key text, passphrase text)
@@ -543,7 +601,9 @@ create policy "Owners queue work only inside the benchmark" on roi.work
 create policy "The worker reads the recall snapshots it judges" on roi.recalls
   for select to roi_worker
   using (exists (select from roi.work w
-                 where w.kind = 'judge' and w.run_id = recalls.run_id and w.probe_id = recalls.probe_id));
+                 where w.kind in ('judge', 'judge_withheld', 'judge_reversed')
+                   and w.run_id = recalls.run_id and w.probe_id = recalls.probe_id));
+
 
 create policy "The worker reads open runs" on roi.runs
   for select to roi_worker
@@ -564,6 +624,14 @@ create policy "The worker records results for queued spot-checks only" on roi.cl
   with check (exists (select from roi.work w
                       where w.kind = 'closed_book' and w.run_id = closed_book_results.run_id
                         and w.probe_id = closed_book_results.probe_id));
+
+create policy "The worker reads judge check results" on roi.judge_check_results
+  for select to roi_worker using (true);
+create policy "The worker records results for queued judge checks only" on roi.judge_check_results
+  for insert to roi_worker
+  with check (exists (select from roi.work w
+                      where w.kind = judge_check_results.kind and w.run_id = judge_check_results.run_id
+                        and w.probe_id = judge_check_results.probe_id));
 
 create policy "The worker reads verdict notes" on roi.verdict_notes
   for select to roi_worker using (true);
@@ -613,6 +681,7 @@ grant update (attempts, run_after, lease_until, last_error) on roi.work to roi_w
 grant insert on roi.verdicts, roi.verdict_notes, roi.run_closures to roi_worker;
 grant update (closed) on roi.pending_runs to roi_worker;
 grant select, insert on roi.closed_book_results to roi_worker;
+grant select, insert on roi.judge_check_results to roi_worker;
 grant insert on public.usage_events to roi_worker;
 -- Owners queue work inside the benchmark (runs, spot-checks, their probes' questions and embeddings).
 grant select, insert, delete on roi.work to authenticated;
@@ -622,6 +691,7 @@ revoke execute on function roi.queue_probe_work(), roi.claim_work(), roi.release
   roi.record_question_embedding(uuid, extensions.vector, text), roi.queue_question_embeddings(text),
   roi.record_verdict(uuid, uuid, boolean, boolean, real, text, text),
   roi.settle_judgment(bigint, boolean, boolean, real, text), roi.record_closed_book(uuid, uuid, boolean),
+  roi.judge_check_surfaced(text, jsonb, uuid, text), roi.record_judge_check(uuid, uuid, text, boolean, boolean),
   roi.record_usage(uuid, text, text, uuid, uuid, integer, integer, boolean, numeric),
   roi.store_provider_key(uuid, text, text, text), roi.owner_provider_key(uuid, text, text)
   from public, anon, authenticated;
@@ -630,6 +700,7 @@ grant execute on function roi.claim_work(), roi.release_work(bigint, integer, te
   roi.record_question_embedding(uuid, extensions.vector, text),
   roi.record_verdict(uuid, uuid, boolean, boolean, real, text, text),
   roi.settle_judgment(bigint, boolean, boolean, real, text), roi.record_closed_book(uuid, uuid, boolean),
+  roi.judge_check_surfaced(text, jsonb, uuid, text), roi.record_judge_check(uuid, uuid, text, boolean, boolean),
   roi.record_usage(uuid, text, text, uuid, uuid, integer, integer, boolean, numeric),
   roi.owner_provider_key(uuid, text, text), roi.close_run_if_done(uuid), roi.run_lock_key(uuid),
   roi.template_question(text, text, text)

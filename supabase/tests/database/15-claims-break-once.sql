@@ -52,7 +52,8 @@ grant execute on function pg_temp.readable_owner_rows(uuid), pg_temp.outcome(tex
 -- 1. An LLM-mode owner with rows in every table that can hold a user's rows: through
 --    benchmark_memory() pending probes, a run's recalls, outcomes, queued judgments, queued
 --    spot-checks and a pending run; through upkeep a pending probe; and, as the worker would leave
---    them, the run's verdicts, notes, spot-check result, closure, rotation, judge, usage and a stored key.
+--    them, the run's verdicts, notes, spot-check result, judge check results, closure, rotation, judge,
+--    usage and a stored key.
 -- ---------------------------------------------------------------------------------------------
 select tests.create_user('owner@break.test');
 select tests.create_user('other@break.test');
@@ -94,6 +95,9 @@ select run_id, probe_id, owner_id, false from roi.recalls where run_id = :'run_i
 insert into roi.run_closures (run_id, owner_id, reason) values (:'run_id', :'owner_id', 'complete');
 insert into roi.rotations (run_id, owner_id, retired_count) values (:'run_id', :'owner_id', 0);
 insert into roi.run_judges (run_id, owner_id, judge_fingerprint) values (:'run_id', :'owner_id', 'pgtap#judge.j2@0');
+insert into roi.judge_check_results (run_id, probe_id, owner_id, kind, with_memory, without_memory)
+select run_id, probe_id, owner_id, k, true, false from roi.recalls, unnest(array['judge_withheld', 'judge_reversed']) k
+where run_id = :'run_id' limit 2;
 insert into public.usage_events (owner_id, purpose, model, input_tokens, output_tokens, run_id)
 values (:'owner_id', 'judgment', 'pgtap-break', 100, 10, :'run_id');
 select roi.store_provider_key(:'owner_id', 'openai', 'sk-break-owner', 'break passphrase');
