@@ -578,6 +578,16 @@ where m.author_id = %(user_id)s;
 -- name: bench_quality_lexical_leg
 select memory_id, score from public.recall_lexical(%(question)s, %(project_id)s, null, %(count)s);
 
+-- The lexical leg as main ranked it before the title was weighted like the body (ts_rank's default
+-- weights: title 1.0, body 0.4), over the same pinned layer, for the side-by-side rows of the report.
+-- name: bench_quality_lexical_leg_title_weighted
+select m.id, ts_rank(m.search, public.recall_query(%(question)s), 1) as score
+from public.memories m
+where m.scope = 'project' and m.project_id = %(project_id)s and m.invalidated_at is null
+  and m.search @@ public.recall_query(%(question)s)
+order by score desc, m.created_at desc, m.id
+limit %(count)s;
+
 -- The semantic leg alone, as the hybrid recall computes it: exact distances over the pinned layer.
 -- name: bench_quality_semantic_leg
 select m.id, 1 - (m.embedding operator(extensions.<=>) %(embedding)s::extensions.vector) as similarity

@@ -123,6 +123,8 @@ create function public.recall_lexical(
   set jit = off
 as $$
 declare
+  -- ts_rank's weights for D, C, B (the body) and A (the title): the title weighted like the body.
+  weights constant real[] := '{0.1, 0.2, 0.4, 0.4}';
   tsq tsquery := public.recall_query(coalesce(query, ''));
   caller uuid := auth.uid();
   unpinned boolean := recall_lexical.project_id is null and recall_lexical.team_id is null
@@ -133,7 +135,7 @@ declare
 begin
   if unpinned and caller is null then
     return query
-      select m.id, m.kind, m.scope, m.title, m.body, ts_rank(m.search, tsq, 1)::real as score
+      select m.id, m.kind, m.scope, m.title, m.body, ts_rank(weights, m.search, tsq, 1)::real as score
       from public.memories m
       where m.invalidated_at is null and m.search @@ tsq
       order by score desc, m.created_at desc, m.id
@@ -151,25 +153,25 @@ begin
     with best as (
       select c.id, c.created_at, c.score
       from (
-        select m.id, m.created_at, ts_rank(m.search, tsq, 1)::real as score
+        select m.id, m.created_at, ts_rank(weights, m.search, tsq, 1)::real as score
         from public.memories m
         where m.scope = 'personal' and m.invalidated_at is null and m.author_id = caller
           and octet_length(m.search::text) + 4 * length(m.search) <= 2400
           and m.search @@ tsq
         union all
-        select m.id, m.created_at, ts_rank(m.search, tsq, 1)::real
+        select m.id, m.created_at, ts_rank(weights, m.search, tsq, 1)::real
         from public.memories m
         where m.scope = 'project' and m.invalidated_at is null and m.project_id = any (projects)
           and octet_length(m.search::text) + 4 * length(m.search) <= 2400
           and m.search @@ tsq
         union all
-        select m.id, m.created_at, ts_rank(m.search, tsq, 1)::real
+        select m.id, m.created_at, ts_rank(weights, m.search, tsq, 1)::real
         from public.memories m
         where m.scope = 'team' and m.invalidated_at is null and m.team_id = any (teams)
           and octet_length(m.search::text) + 4 * length(m.search) <= 2400
           and m.search @@ tsq
         union all
-        select m.id, m.created_at, ts_rank(m.search, tsq, 1)::real
+        select m.id, m.created_at, ts_rank(weights, m.search, tsq, 1)::real
         from public.memories m
         where m.invalidated_at is null
           and octet_length(m.search::text) + 4 * length(m.search) > 2400
@@ -216,6 +218,8 @@ declare
   rrf_k constant integer := 50;
   lexical_weight constant real := 1.0;
   semantic_weight constant real := 1.5;
+  -- recall_lexical's ranking weights: the title weighted like the body.
+  weights constant real[] := '{0.1, 0.2, 0.4, 0.4}';
   tsq tsquery := public.recall_query(coalesce(query, ''));
   caller uuid := auth.uid();
   unpinned boolean := recall.project_id is null and recall.team_id is null and not coalesce(personal_only, false);
@@ -239,25 +243,25 @@ begin
     with lexical as (
       select c.id, c.created_at, row_number() over (order by c.score desc, c.created_at desc, c.id) as rank
       from (
-        select m.id, m.created_at, ts_rank(m.search, tsq, 1)::real as score
+        select m.id, m.created_at, ts_rank(weights, m.search, tsq, 1)::real as score
         from public.memories m
         where m.scope = 'personal' and m.invalidated_at is null and m.author_id = caller
           and octet_length(m.search::text) + 4 * length(m.search) <= 2400
           and m.search @@ tsq
         union all
-        select m.id, m.created_at, ts_rank(m.search, tsq, 1)::real
+        select m.id, m.created_at, ts_rank(weights, m.search, tsq, 1)::real
         from public.memories m
         where m.scope = 'project' and m.invalidated_at is null and m.project_id = any (projects)
           and octet_length(m.search::text) + 4 * length(m.search) <= 2400
           and m.search @@ tsq
         union all
-        select m.id, m.created_at, ts_rank(m.search, tsq, 1)::real
+        select m.id, m.created_at, ts_rank(weights, m.search, tsq, 1)::real
         from public.memories m
         where m.scope = 'team' and m.invalidated_at is null and m.team_id = any (teams)
           and octet_length(m.search::text) + 4 * length(m.search) <= 2400
           and m.search @@ tsq
         union all
-        select m.id, m.created_at, ts_rank(m.search, tsq, 1)::real
+        select m.id, m.created_at, ts_rank(weights, m.search, tsq, 1)::real
         from public.memories m
         where m.invalidated_at is null
           and octet_length(m.search::text) + 4 * length(m.search) > 2400
