@@ -36,7 +36,11 @@
 --      every pin, is generic instead of re-planned on every call. A pin narrows to the caller's own
 --      memberships first, so pinning someone else's project or team reads nothing of it (its size
 --      cannot be timed).
---   4. No JIT (20261201070100_short_statements_never_jit): a recall's cost estimate grows with the
+--   4. Hybrid planned per call (20261201100100_hybrid_recall_planned_per_call, issue 22): a team
+--      whose one project holds most memories got a generic plan that scanned the whole table for the
+--      semantic leg of every pin (1,000-row layer next to a 100,000-row one: 62 ms of CPU a call
+--      instead of 3.4). recall_lexical keeps its generic plan: its arms stay on their indexes.
+--   5. No JIT (20261201070100_short_statements_never_jit): a recall's cost estimate grows with the
 --      table, its work does not; compiling its plan would cost more than running it.
 
 -- ============================================================================================
@@ -202,7 +206,10 @@ $$;
 -- weight / (k + rank) per leg (weights 1 lexical, 1.5 semantic, tuned on paraphrased questions:
 -- bench/README.md, "Hybrid recall"), and only the best match_count rows are read from the table for
 -- their text. (Calling recall_lexical for the lexical leg instead cost a fifth more: its text fetch
--- of 2 × match_count rows, then this one's.)
+-- of 2 × match_count rows, then this one's.) Planned per call, unlike recall_lexical: a generic plan
+-- estimates the pinned layers at a share of the table, and where one project holds most of the
+-- memories that share made the semantic leg scan the whole table for every pin (bench/README.md,
+-- "Pinned recall against the layer's size").
 create function public.recall(
   query text,
   project_id uuid default null,
@@ -211,7 +218,7 @@ create function public.recall(
   personal_only boolean default false,
   query_embedding extensions.vector default null
 ) returns table (memory_id uuid, kind text, scope text, title text, body text, score real)
-  language plpgsql stable security invoker set search_path = '' set plan_cache_mode = force_generic_plan
+  language plpgsql stable security invoker set search_path = '' set plan_cache_mode = force_custom_plan
   set jit = off
 as $$
 declare
