@@ -603,3 +603,31 @@ select memory_id from public.recall(%(question)s, %(project_id)s, null, 10, fals
 select m.id, p.name as project, roi.template_question(m.kind, m.title, m.body) as question
 from public.memories m join public.projects p on p.id = m.project_id
 where m.author_id = %(user_id)s order by m.id;
+
+-- Pinned recall against the layer's size, on real text (python/zm_roi/bench/layers.py).
+
+-- name: bench_layers_project_id
+select id from public.projects where name = %(name)s;
+
+-- name: bench_layers_user_id
+select id from auth.users where email = %(email)s;
+
+-- name: bench_layers_copy
+copy public.memories (author_id, project_id, kind, title, body, embedding, embedding_model, scope)
+from stdin;
+
+-- name: bench_layers_template_question
+select roi.template_question(%(kind)s, %(title)s, %(body)s);
+
+-- Who the layer curve's recalls run as: the member's role and identity, so RLS applies.
+-- name: bench_layers_caller
+select current_user || ' ' || coalesce(auth.uid()::text, 'no identity');
+
+-- name: bench_layers_titles
+select id, title from public.memories where project_id = %(project_id)s;
+
+-- name: bench_layers_lexical
+select memory_id from public.recall_lexical(%(question)s, %(project_id)s, null, 10);
+
+-- name: bench_layers_hybrid
+select memory_id from public.recall(%(question)s, %(project_id)s, null, 10, false, %(embedding)s::extensions.vector);
