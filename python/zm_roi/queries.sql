@@ -292,8 +292,7 @@ select
     as personal_memories_per_user,
   (select count(*) from bench.vocab) as vocabulary,
   pg_size_pretty(pg_table_size('public.memories')) as table_size,
-  pg_size_pretty(pg_indexes_size('public.memories')) as indexes_size,
-  pg_size_pretty(pg_relation_size('public.memories_search_idx')) as gin_size;
+  pg_size_pretty(pg_indexes_size('public.memories')) as indexes_size;
 
 -- ============================================================================================
 -- Samples: who asks what, pinned how. Questions are the benchmark's own (roi.template_question),
