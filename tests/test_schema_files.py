@@ -248,3 +248,28 @@ def test_the_history_check_catches_an_edit_after_landing_and_forgives_one_before
     # A new file that copies most of a landed one (git --follow calls it a copy) has a history of its own.
     commit("c.sql", "create table a (id int);\n-- and a comment\n", "add c, much like a")
     assert changed_after_landing(tmp_path, [tmp_path / "c.sql"]) == []
+
+
+def _function_body(sql: str, name: str) -> str:
+    start = sql.index(f"create function {name}(")
+    return sql[start : sql.index("\n$$;\n", start)]
+
+
+def _lexical_arms_and_layers(body: str, name: str) -> tuple[str, str]:
+    """A recall function's layer resolution (caller's projects and teams) and its lexical leg's arms,
+    whitespace-normalised, with the function's own name (a qualifier of its arguments) taken out."""
+    layers = body[body.index("  if caller is null then") : body.index("  end if;\n  return query", 0) + 9]
+    arms = body[body.index("select m.id, m.created_at, ts_rank(") : body.rindex("and m.search @@ tsq") + 19]
+    return tuple(" ".join(part.replace(f"{name}.", "").split()) for part in (layers, arms))
+
+
+def test_recall_and_recall_lexical_read_the_same_lexical_arms():
+    """Issue 19: the lexical arms and the layer resolution are written twice in 20_recall.sql (a helper
+    function would add a call to every recall; `make bench SIZE=1m` did not measure one side by side),
+    so this holds the copies equal: editing one without the other fails here."""
+    sql = (SCHEMAS / "20_recall.sql").read_text()
+    lexical = _lexical_arms_and_layers(_function_body(sql, "public.recall_lexical"), "recall_lexical")
+    hybrid = _lexical_arms_and_layers(_function_body(sql, "public.recall"), "recall")
+    assert lexical[0] == hybrid[0], "the layer resolution of recall and recall_lexical differ"
+    assert lexical[1] == hybrid[1], "the lexical arms of recall and recall_lexical differ"
+    assert lexical[1].count("union all") == 3 and "m.author_id = caller" in lexical[1]

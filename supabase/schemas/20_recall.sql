@@ -200,8 +200,8 @@ $$;
 -- extension of the contract). Without an embedding, or for a caller with no identity and no pin
 -- (maintenance: exact distances over a whole corpus are not a read path), it is the lexical recall.
 -- With one, two legs over the layers the lexical recall reads, each from its covering indexes alone
--- (index-only scans: id, created_at and the leg's rank): the lexical leg's arms are recall_lexical's,
--- ranked by ts_rank; the semantic leg ranks the embedded memories by exact cosine distance. Each
+-- (index-only scans: id, created_at and the leg's rank): the lexical leg's arms are recall_lexical's
+-- (written twice, held equal by tests/test_schema_files.py), ranked by ts_rank; the semantic leg ranks the embedded memories by exact cosine distance. Each
 -- keeps its best 2 × match_count, reciprocal rank fusion (k = 50, as Supabase's hybrid_search) adds
 -- weight / (k + rank) per leg (weights 1 lexical, 1.5 semantic, tuned on paraphrased questions:
 -- bench/README.md, "Hybrid recall"), and only the best match_count rows are read from the table for
