@@ -17,6 +17,7 @@ from tests.support import as_user, benchmark, extractor, remove_users
 from tests.worker_support import GENERATION_MODEL, JUDGE_MODEL, ScriptedModel, default_answer, fetch
 from zm_roi import cli, embeddings, localdb
 from zm_roi.backfill import backfill
+from zm_roi.identity import act_as, claims_for
 from zm_roi.importer import MemoryLine, Target, insert_memories
 from zm_roi.queries import query
 from zm_roi.recall import recall_hits
@@ -261,3 +262,48 @@ print(len(created))
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == ["1"]
+
+
+NESTED_PLANS = """
+load 'auto_explain';
+set auto_explain.log_min_duration = 0;
+set auto_explain.log_nested_statements = on;
+set auto_explain.log_level = notice;
+set client_min_messages = notice;
+"""
+
+
+def test_a_small_project_next_to_a_large_one_is_read_from_its_covering_indexes(conn):
+    """Issue 22: where one project holds most memories, the hybrid recall's generic plan estimated every
+    pinned layer at a share of the table and scanned all of it for the semantic leg (62 ms of CPU for a
+    1,000-row layer next to a 100,000-row one). Planned per call, a small layer is read from its covering
+    indexes alone (auto_explain shows the nested statements' plans)."""
+    user_id = conn.execute("insert into auth.users (email) values ('layers@recall.test') returning id").fetchone()[0]
+    big, small = (
+        conn.execute("insert into public.projects (name) values (%s) returning id", (name,)).fetchone()[0]
+        for name in ("recall-big-layer", "recall-small-layer")
+    )
+    for project_id, rows in ((big, 4000), (small, 20)):  # a random vector per row (`where i > 0` correlates)
+        conn.execute("insert into public.project_members values (%s, %s)", (project_id, user_id))
+        conn.execute(
+            """insert into public.memories (author_id, scope, project_id, kind, title, body, embedding, embedding_model)
+               select %(user_id)s, 'project', %(project_id)s, 'decision', 'Deploy note ' || i,
+                      'We deploy the service ' || i || ' after the checks pass.',
+                      array(select random()::real from generate_series(1, 384) where i > 0)::extensions.vector, 'test'
+               from generate_series(1, %(rows)s) i""",
+            {"user_id": user_id, "project_id": project_id, "rows": rows},
+        )
+    conn.execute("analyze public.memories")
+    conn.execute(NESTED_PLANS)
+    plans: list[str] = []
+    conn.add_notice_handler(lambda diagnostic: plans.append(diagnostic.message_primary or ""))
+    act_as(conn, claims_for(user_id))
+    vector = embeddings.literal([1.0] + [0.0] * 383)
+    hits = conn.execute(
+        "select memory_id from public.recall('deploy checks', %s, null, 10, false, %s::extensions.vector)",
+        (small, vector),
+    ).fetchall()
+    conn.execute("select 'flush'")
+    assert len(hits) == 10
+    assert any("memories_project_embedding_idx" in plan for plan in plans), "the semantic leg left its index"
+    assert not [plan for plan in plans if "Seq Scan on memories" in plan], "a pinned recall scanned the table"

@@ -172,6 +172,20 @@ def is_ancestor(repo: Path, commit: str, of: str) -> bool:
     return subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", commit, of]).returncode == 0
 
 
+def history_since_created(repo: Path, path: Path) -> list[str]:
+    """The commits that touched `path`, newest first, back to the one that created it: renames are
+    followed (renaming a landed migration changes it), but a new file git finds similar to another (a
+    copy, e.g. a migration that repeats a function of supabase/schemas/) starts its own history."""
+    log = git(repo, "log", "--follow", "--name-status", "--format=commit %H", "--", os.path.relpath(path, repo))
+    commits: list[str] = []
+    for line in log.splitlines():
+        if line.startswith("commit "):
+            commits.append(line.split()[1])
+        elif line[:1] in ("A", "C"):
+            break
+    return commits
+
+
 def changed_after_landing(repo: Path, files: list[Path], grandfathered: str | None = None) -> list[str]:
     """Commits that changed one of `files` after it landed on main: after the first commit of main's
     first-parent history (its merges and direct commits) that contained the file's adding commit. A
@@ -180,7 +194,7 @@ def changed_after_landing(repo: Path, files: list[Path], grandfathered: str | No
     mainline = git(repo, "rev-list", "--first-parent", ref).split()
     found = []
     for path in files:
-        commits = git(repo, "log", "--follow", "--format=%H", "--", os.path.relpath(path, repo)).split()
+        commits = history_since_created(repo, path)
         if not commits:
             continue  # not committed yet
         added, later = commits[-1], commits[:-1]
@@ -231,6 +245,9 @@ def test_the_history_check_catches_an_edit_after_landing_and_forgives_one_before
     found = changed_after_landing(tmp_path, files)
     assert len(found) == 1 and found[0].startswith("a.sql: changed by ") and "edit a after it landed" in found[0]
     assert changed_after_landing(tmp_path, files, grandfathered=run("rev-parse", "HEAD").strip()) == []
+    # A new file that copies most of a landed one (git --follow calls it a copy) has a history of its own.
+    commit("c.sql", "create table a (id int);\n-- and a comment\n", "add c, much like a")
+    assert changed_after_landing(tmp_path, [tmp_path / "c.sql"]) == []
 
 
 # ---- a deployed database's queued work survives the move to one queue ---------------------------
@@ -322,3 +339,28 @@ def test_queued_work_of_every_kind_moves_into_the_one_queue():
     ]
     assert gone == (None, None)
     assert claimed == ("judge", "b002", 2)
+
+
+def _function_body(sql: str, name: str) -> str:
+    start = sql.index(f"create function {name}(")
+    return sql[start : sql.index("\n$$;\n", start)]
+
+
+def _lexical_arms_and_layers(body: str, name: str) -> tuple[str, str]:
+    """A recall function's layer resolution (caller's projects and teams) and its lexical leg's arms,
+    whitespace-normalised, with the function's own name (a qualifier of its arguments) taken out."""
+    layers = body[body.index("  if caller is null then") : body.index("  end if;\n  return query", 0) + 9]
+    arms = body[body.index("select m.id, m.created_at, ts_rank(") : body.rindex("and m.search @@ tsq") + 19]
+    return tuple(" ".join(part.replace(f"{name}.", "").split()) for part in (layers, arms))
+
+
+def test_recall_and_recall_lexical_read_the_same_lexical_arms():
+    """Issue 19: the lexical arms and the layer resolution are written twice in 20_recall.sql (a helper
+    function would add a call to every recall; `make bench SIZE=1m` did not measure one side by side),
+    so this holds the copies equal: editing one without the other fails here."""
+    sql = (SCHEMAS / "20_recall.sql").read_text()
+    lexical = _lexical_arms_and_layers(_function_body(sql, "public.recall_lexical"), "recall_lexical")
+    hybrid = _lexical_arms_and_layers(_function_body(sql, "public.recall"), "recall")
+    assert lexical[0] == hybrid[0], "the layer resolution of recall and recall_lexical differ"
+    assert lexical[1] == hybrid[1], "the lexical arms of recall and recall_lexical differ"
+    assert lexical[1].count("union all") == 3 and "m.author_id = caller" in lexical[1]

@@ -289,8 +289,7 @@ select
     as personal_memories_per_user,
   (select count(*) from bench.vocab) as vocabulary,
   pg_size_pretty(pg_table_size('public.memories')) as table_size,
-  pg_size_pretty(pg_indexes_size('public.memories')) as indexes_size,
-  pg_size_pretty(pg_relation_size('public.memories_search_idx')) as gin_size;
+  pg_size_pretty(pg_indexes_size('public.memories')) as indexes_size;
 
 -- ============================================================================================
 -- Samples: who asks what, pinned how. Questions are the benchmark's own (roi.template_question),
@@ -577,6 +576,16 @@ where m.author_id = %(user_id)s;
 -- name: bench_quality_lexical_leg
 select memory_id, score from public.recall_lexical(%(question)s, %(project_id)s, null, %(count)s);
 
+-- The lexical leg as main ranked it before the title was weighted like the body (ts_rank's default
+-- weights: title 1.0, body 0.4), over the same pinned layer, for the side-by-side rows of the report.
+-- name: bench_quality_lexical_leg_title_weighted
+select m.id, ts_rank(m.search, public.recall_query(%(question)s), 1) as score
+from public.memories m
+where m.scope = 'project' and m.project_id = %(project_id)s and m.invalidated_at is null
+  and m.search @@ public.recall_query(%(question)s)
+order by score desc, m.created_at desc, m.id
+limit %(count)s;
+
 -- The semantic leg alone, as the hybrid recall computes it: exact distances over the pinned layer.
 -- name: bench_quality_semantic_leg
 select m.id, 1 - (m.embedding operator(extensions.<=>) %(embedding)s::extensions.vector) as similarity
@@ -592,3 +601,31 @@ select memory_id from public.recall(%(question)s, %(project_id)s, null, 10, fals
 select m.id, p.name as project, roi.template_question(m.kind, m.title, m.body) as question
 from public.memories m join public.projects p on p.id = m.project_id
 where m.author_id = %(user_id)s order by m.id;
+
+-- Pinned recall against the layer's size, on real text (python/zm_roi/bench/layers.py).
+
+-- name: bench_layers_project_id
+select id from public.projects where name = %(name)s;
+
+-- name: bench_layers_user_id
+select id from auth.users where email = %(email)s;
+
+-- name: bench_layers_copy
+copy public.memories (author_id, project_id, kind, title, body, embedding, embedding_model, scope)
+from stdin;
+
+-- name: bench_layers_template_question
+select roi.template_question(%(kind)s, %(title)s, %(body)s);
+
+-- Who the layer curve's recalls run as: the member's role and identity, so RLS applies.
+-- name: bench_layers_caller
+select current_user || ' ' || coalesce(auth.uid()::text, 'no identity');
+
+-- name: bench_layers_titles
+select id, title from public.memories where project_id = %(project_id)s;
+
+-- name: bench_layers_lexical
+select memory_id from public.recall_lexical(%(question)s, %(project_id)s, null, 10);
+
+-- name: bench_layers_hybrid
+select memory_id from public.recall(%(question)s, %(project_id)s, null, 10, false, %(embedding)s::extensions.vector);

@@ -101,7 +101,9 @@ create table public.usage_events (
 -- ============================================================================================
 -- Indexes
 -- ============================================================================================
-create index memories_search_idx on public.memories using gin (search);
+-- No GIN index on `search`: no signed-in recall can use one (`@@` is not leakproof, so under RLS it
+-- runs after the policy, never inside an index scan; 20_recall.sql), and the one path that could, an
+-- unpinned recall by a caller who bypasses RLS, was no faster with it (20261201100200).
 -- Each layer's live memories, newest first: top-up and rotation read a layer's never-probed
 -- knowledge in this order and stop as soon as they have enough (roi.never_probed_knowledge). Recall
 -- reads the covering indexes in 20_recall.sql instead.

@@ -36,7 +36,11 @@
 --      every pin, is generic instead of re-planned on every call. A pin narrows to the caller's own
 --      memberships first, so pinning someone else's project or team reads nothing of it (its size
 --      cannot be timed).
---   4. No JIT (20261201070100_short_statements_never_jit): a recall's cost estimate grows with the
+--   4. Hybrid planned per call (20261201100100_hybrid_recall_planned_per_call, issue 22): a team
+--      whose one project holds most memories got a generic plan that scanned the whole table for the
+--      semantic leg of every pin (1,000-row layer next to a 100,000-row one: 62 ms of CPU a call
+--      instead of 3.4). recall_lexical keeps its generic plan: its arms stay on their indexes.
+--   5. No JIT (20261201070100_short_statements_never_jit): a recall's cost estimate grows with the
 --      table, its work does not; compiling its plan would cost more than running it.
 
 -- ============================================================================================
@@ -123,6 +127,8 @@ create function public.recall_lexical(
   set jit = off
 as $$
 declare
+  -- ts_rank's weights for D, C, B (the body) and A (the title): the title weighted like the body.
+  weights constant real[] := '{0.1, 0.2, 0.4, 0.4}';
   tsq tsquery := public.recall_query(coalesce(query, ''));
   caller uuid := auth.uid();
   unpinned boolean := recall_lexical.project_id is null and recall_lexical.team_id is null
@@ -133,7 +139,7 @@ declare
 begin
   if unpinned and caller is null then
     return query
-      select m.id, m.kind, m.scope, m.title, m.body, ts_rank(m.search, tsq, 1)::real as score
+      select m.id, m.kind, m.scope, m.title, m.body, ts_rank(weights, m.search, tsq, 1)::real as score
       from public.memories m
       where m.invalidated_at is null and m.search @@ tsq
       order by score desc, m.created_at desc, m.id
@@ -151,25 +157,25 @@ begin
     with best as (
       select c.id, c.created_at, c.score
       from (
-        select m.id, m.created_at, ts_rank(m.search, tsq, 1)::real as score
+        select m.id, m.created_at, ts_rank(weights, m.search, tsq, 1)::real as score
         from public.memories m
         where m.scope = 'personal' and m.invalidated_at is null and m.author_id = caller
           and octet_length(m.search::text) + 4 * length(m.search) <= 2400
           and m.search @@ tsq
         union all
-        select m.id, m.created_at, ts_rank(m.search, tsq, 1)::real
+        select m.id, m.created_at, ts_rank(weights, m.search, tsq, 1)::real
         from public.memories m
         where m.scope = 'project' and m.invalidated_at is null and m.project_id = any (projects)
           and octet_length(m.search::text) + 4 * length(m.search) <= 2400
           and m.search @@ tsq
         union all
-        select m.id, m.created_at, ts_rank(m.search, tsq, 1)::real
+        select m.id, m.created_at, ts_rank(weights, m.search, tsq, 1)::real
         from public.memories m
         where m.scope = 'team' and m.invalidated_at is null and m.team_id = any (teams)
           and octet_length(m.search::text) + 4 * length(m.search) <= 2400
           and m.search @@ tsq
         union all
-        select m.id, m.created_at, ts_rank(m.search, tsq, 1)::real
+        select m.id, m.created_at, ts_rank(weights, m.search, tsq, 1)::real
         from public.memories m
         where m.invalidated_at is null
           and octet_length(m.search::text) + 4 * length(m.search) > 2400
@@ -194,13 +200,16 @@ $$;
 -- extension of the contract). Without an embedding, or for a caller with no identity and no pin
 -- (maintenance: exact distances over a whole corpus are not a read path), it is the lexical recall.
 -- With one, two legs over the layers the lexical recall reads, each from its covering indexes alone
--- (index-only scans: id, created_at and the leg's rank): the lexical leg's arms are recall_lexical's,
--- ranked by ts_rank; the semantic leg ranks the embedded memories by exact cosine distance. Each
+-- (index-only scans: id, created_at and the leg's rank): the lexical leg's arms are recall_lexical's
+-- (written twice, held equal by tests/test_schema_files.py), ranked by ts_rank; the semantic leg ranks the embedded memories by exact cosine distance. Each
 -- keeps its best 2 × match_count, reciprocal rank fusion (k = 50, as Supabase's hybrid_search) adds
 -- weight / (k + rank) per leg (weights 1 lexical, 1.5 semantic, tuned on paraphrased questions:
 -- bench/README.md, "Hybrid recall"), and only the best match_count rows are read from the table for
 -- their text. (Calling recall_lexical for the lexical leg instead cost a fifth more: its text fetch
--- of 2 × match_count rows, then this one's.)
+-- of 2 × match_count rows, then this one's.) Planned per call, unlike recall_lexical: a generic plan
+-- estimates the pinned layers at a share of the table, and where one project holds most of the
+-- memories that share made the semantic leg scan the whole table for every pin (bench/README.md,
+-- "Pinned recall against the layer's size").
 create function public.recall(
   query text,
   project_id uuid default null,
@@ -209,13 +218,15 @@ create function public.recall(
   personal_only boolean default false,
   query_embedding extensions.vector default null
 ) returns table (memory_id uuid, kind text, scope text, title text, body text, score real)
-  language plpgsql stable security invoker set search_path = '' set plan_cache_mode = force_generic_plan
+  language plpgsql stable security invoker set search_path = '' set plan_cache_mode = force_custom_plan
   set jit = off
 as $$
 declare
   rrf_k constant integer := 50;
   lexical_weight constant real := 1.0;
   semantic_weight constant real := 1.5;
+  -- recall_lexical's ranking weights: the title weighted like the body.
+  weights constant real[] := '{0.1, 0.2, 0.4, 0.4}';
   tsq tsquery := public.recall_query(coalesce(query, ''));
   caller uuid := auth.uid();
   unpinned boolean := recall.project_id is null and recall.team_id is null and not coalesce(personal_only, false);
@@ -239,25 +250,25 @@ begin
     with lexical as (
       select c.id, c.created_at, row_number() over (order by c.score desc, c.created_at desc, c.id) as rank
       from (
-        select m.id, m.created_at, ts_rank(m.search, tsq, 1)::real as score
+        select m.id, m.created_at, ts_rank(weights, m.search, tsq, 1)::real as score
         from public.memories m
         where m.scope = 'personal' and m.invalidated_at is null and m.author_id = caller
           and octet_length(m.search::text) + 4 * length(m.search) <= 2400
           and m.search @@ tsq
         union all
-        select m.id, m.created_at, ts_rank(m.search, tsq, 1)::real
+        select m.id, m.created_at, ts_rank(weights, m.search, tsq, 1)::real
         from public.memories m
         where m.scope = 'project' and m.invalidated_at is null and m.project_id = any (projects)
           and octet_length(m.search::text) + 4 * length(m.search) <= 2400
           and m.search @@ tsq
         union all
-        select m.id, m.created_at, ts_rank(m.search, tsq, 1)::real
+        select m.id, m.created_at, ts_rank(weights, m.search, tsq, 1)::real
         from public.memories m
         where m.scope = 'team' and m.invalidated_at is null and m.team_id = any (teams)
           and octet_length(m.search::text) + 4 * length(m.search) <= 2400
           and m.search @@ tsq
         union all
-        select m.id, m.created_at, ts_rank(m.search, tsq, 1)::real
+        select m.id, m.created_at, ts_rank(weights, m.search, tsq, 1)::real
         from public.memories m
         where m.invalidated_at is null
           and octet_length(m.search::text) + 4 * length(m.search) > 2400

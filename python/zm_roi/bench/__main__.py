@@ -1,4 +1,5 @@
-"""python -m zm_roi.bench --size 100k|10k|1m|curve [--owners N] [--seed N] [--out DIR] — what `make bench` runs."""
+"""python -m zm_roi.bench --size 100k|10k|1m|curve|layers [--owners N] [--seed N] [--out DIR]: what `make bench`
+runs."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from zm_roi.bench import CURVE, DEFAULT_SEED, SIZES, run
+from zm_roi.bench import CURVE, DEFAULT_SEED, SIZES, layers, run
 from zm_roi.errors import UserError
 from zm_roi.localdb import project_root
 
@@ -17,7 +18,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--size",
         default="100k",
-        help="10k, 100k (default), 1m, or curve (10k, 100k and 1m in one report)",
+        help="10k, 100k (default), 1m, curve (10k, 100k and 1m in one report), or layers (pinned recall on real "
+        "text against the layer's size: 1k, 10k and 100k rows)",
     )
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="corpus seed (default %(default)s)")
     parser.add_argument(
@@ -26,12 +28,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="report folder (default: bench/results in the checkout)")
     args = parser.parse_args(argv)
     label = args.size.lower()
+    if label == "layers":
+        return _layers(args)
     if label == "curve":
         sizes = list(CURVE)
     elif label in SIZES:
         sizes = [SIZES[label]]
     else:
-        print(f"zm-roi bench: unknown size {args.size!r}: use 10k, 100k, 1m or curve", file=sys.stderr)
+        print(f"zm-roi bench: unknown size {args.size!r}: use 10k, 100k, 1m, curve or layers", file=sys.stderr)
         return 2
     if args.owners is not None and not 1 <= args.owners <= 1_000_000:
         print(f"zm-roi bench: --owners must be from 1 to 1,000,000, not {args.owners}", file=sys.stderr)
@@ -58,6 +62,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"zm-roi bench: {exc}", file=sys.stderr)
         return 2
     print(f"report: {md}\nraw figures: {raw}\ntook {time.monotonic() - started:.0f} s")
+    return 0
+
+
+def _layers(args: argparse.Namespace) -> int:
+    root = project_root()
+    out = root / "bench" / "results" if args.out is None else Path(args.out)
+    figures = layers.run(
+        root,
+        root.parent / "shared" / "eval" / "public-adr-corpus.jsonl",
+        seed=args.seed,
+        say=lambda text: print(text, flush=True),
+    )
+    md, raw = layers.write(figures, out, "make bench SIZE=layers")
+    print(layers.render(figures))
+    print(f"report: {md}\nraw figures: {raw}\ntook {figures['seconds']:.0f} s")
     return 0
 
 

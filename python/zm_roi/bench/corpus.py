@@ -87,10 +87,9 @@ def build(url: str, size: int, seed: int, say=print, owners: int | None = None) 
         except BaseException as exc:
             failures.append(exc)
 
-    # The GIN index is most of the work: build it on one connection and the b-trees on the other.
-    gin = [d for _, d in indexes if "using gin" in d.lower()]
-    other = [d for _, d in indexes if "using gin" not in d.lower()]
-    threads = [threading.Thread(target=build_indexes, args=(part,)) for part in (gin, other)]
+    # Two connections, one per core, each building every other index.
+    definitions = [d for _, d in indexes]
+    threads = [threading.Thread(target=build_indexes, args=(part,)) for part in (definitions[0::2], definitions[1::2])]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -92,8 +92,11 @@ def evaluate(conn: psycopg.Connection, data: dict, questions: list[tuple]) -> di
             }
         )
         hybrid = [r[0] for r in conn.execute(bench_query("quality_hybrid"), args)]
+        before = [r[0] for r in conn.execute(bench_query("quality_lexical_leg_title_weighted"), args)]
+        ranks["lexical, title weighted (before)"].append(rank_of(target, before))
         ranks["lexical"].append(rank_of(target, lexical))
         ranks["semantic"].append(rank_of(target, semantic))
+        ranks["hybrid, title weighted (before)"].append(rank_of(target, fuse(before, semantic, 1.5)))
         ranks["hybrid"].append(rank_of(target, hybrid))
         for weight in WEIGHTS:
             ranks[f"rrf semantic x{weight}"].append(rank_of(target, fuse(lexical, semantic, weight)))

@@ -576,7 +576,7 @@ def _corpus_table(sizes: list[dict]) -> list[str]:
             lambda c: "{p50:,} / {max:,}".format(**c["personal_memories_per_user"]),
         ),
         row("vocabulary (Zipf, s = 1)", lambda c: f"{c['vocabulary']:,} words"),
-        row("table / all indexes / GIN", lambda c: f"{c['table_size']} / {c['indexes_size']} / {c['gin_size']}"),
+        row("table / all indexes", lambda c: f"{c['table_size']} / {c['indexes_size']}"),
     ]
     rows.append(
         ["build (s): population, memories, indexes, analyze"]

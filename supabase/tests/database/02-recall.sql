@@ -1,7 +1,7 @@
 -- public.recall(): the pins of the contract (project + personal, team + personal, neither =
--- everything visible), invalidation, ranking and hostile query text.
+-- everything visible), invalidation, ranking (the title weighted like the body) and hostile query text.
 begin;
-select plan(13);
+select plan(15);
 
 select tests.create_user('alice@recall.test');
 select tests.create_user('dave@recall.test');
@@ -23,6 +23,12 @@ insert into public.memories (author_id, scope, project_id, team_id, kind, title,
   (tests.user_id('alice@recall.test'), 'team', null, '00000000-0000-0000-0000-00000000c0a1', 'convention', 'core deploy approvals', 'two reviewers per deploy', null),
   (tests.user_id('dave@recall.test'), 'project', '00000000-0000-0000-0000-00000000c0b3', null, 'decision', 'secret deploy', 'dave only deploy', null),
   (tests.user_id('dave@recall.test'), 'personal', null, null, 'decision', 'dave personal deploy', 'dave only deploy', null);
+-- The same three words, 'zephyr' in the title of one and in the body of the other (the newer).
+insert into public.memories (author_id, scope, project_id, kind, title, body, created_at) values
+  (tests.user_id('alice@recall.test'), 'project', '00000000-0000-0000-0000-00000000c0b2', 'decision', 'zephyr',
+   'quartz lattice', '2026-01-01'),
+  (tests.user_id('alice@recall.test'), 'project', '00000000-0000-0000-0000-00000000c0b2', 'decision', 'quartz',
+   'zephyr lattice', '2026-01-02');
 
 select tests.authenticate_as('alice@recall.test');
 
@@ -58,6 +64,17 @@ select is(
 select ok(
   (select bool_and(score > 0) from public.recall('deploy')), 'every result carries a positive score');
 select is((select count(*)::int from public.recall('deploy', match_count => 2)), 2, 'match_count limits the results');
+select results_eq(
+  $$select count(*)::int, count(distinct score)::int
+    from public.recall_lexical('zephyr', '00000000-0000-0000-0000-00000000c0b2')$$,
+  $$values (2, 1)$$,
+  'the lexical recall weights a title word like a body word: the two memories score the same');
+select is(
+  (select title from public.recall('zephyr', '00000000-0000-0000-0000-00000000c0b2',
+                                   query_embedding => array_fill(0.05::real, array[384])::extensions.vector)
+   limit 1),
+  'quartz',
+  'the hybrid recall''s lexical leg weights the title like the body too: on a tie the newer memory comes first');
 select lives_ok(
   $$select * from public.recall(E'\' " \\ & | ! : * ( ) < -> % <-> !! &&')$$,
   'full-text metacharacters in the question are plain text, not syntax');

@@ -1,0 +1,213 @@
+"""`make bench SIZE=layers`: pinned recall cost against the size of the pinned layer, on real text.
+
+The synthetic corpus of `make bench` has pinned layers of at most ~10,000 rows and a Zipf vocabulary;
+real memories match more of a question's words, so they cost more per row (issue 22). This builds one
+project per layer size from real memories: the demo corpus (in the package) and, when present, the
+public ADR corpus (`../shared/eval`, read at run time, never copied into the repo). A layer larger
+than the corpus holds varied copies: a distinct title and the body followed by another memory's first
+sentence. Every row has an embedding (its original's, from the offline model, slightly perturbed), so
+the hybrid recall ranks every row of the layer, as with a fully embedded layer.
+
+Questions: the paraphrases of `bench/eval/adr-paraphrases.jsonl` when the ADR corpus is there, and the
+deterministic template questions of demo memories; each with its real query embedding. Every recall
+runs as a member of the project with row-level security applied, lexical (`public.recall_lexical`)
+and hybrid (`public.recall` with the query embedding); p50 / p95 per layer, and how often the source
+memory or one of its copies is in the top 10 (ranking quality itself: `make bench-recall`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import random
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+
+from zm_roi import embeddings
+from zm_roi.bench.cluster import machine, throwaway_cluster
+from zm_roi.bench.sql import bench_query
+from zm_roi.bench.timing import Series, timed
+from zm_roi.identity import act_as, claims_for
+from zm_roi.importer import MemoryLine, Target, insert_memories
+
+EMAIL = "layers@zm-roi.example"
+LAYER_SIZES = (1_000, 10_000, 100_000)
+ROUNDS = 2  # every question this many times per layer and recall, after a warm-up
+WARM_UP = 5
+NOISE = 0.02  # per-dimension perturbation of a copy's embedding, before it is normalised again
+TEMPLATED = 40  # template questions of demo memories, besides the paraphrases
+
+
+def real_memories(root: Path, adr_corpus: Path) -> tuple[list[dict], list[dict]]:
+    """(memories, paraphrase questions with their source's index); the ADR half only when it exists."""
+    demo = root / "python" / "zm_roi" / "data" / "demo_corpus.jsonl"
+    memories = [
+        dict(json.loads(line), demo=True) for line in demo.read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
+    questions = []
+    if adr_corpus.exists():
+        adr = [json.loads(line) for line in adr_corpus.read_text(encoding="utf-8").splitlines()]
+        offset = len(memories)
+        memories += adr
+        paraphrases = root / "bench" / "eval" / "adr-paraphrases.jsonl"
+        for line in paraphrases.read_text(encoding="utf-8").splitlines():
+            p = json.loads(line)
+            questions.append({"question": p["question"], "source": offset + p["line"] - 1, "set": "paraphrased"})
+    keys = ("kind", "title", "body", "demo")
+    return [{key: m.get(key, False) for key in keys} for m in memories], questions
+
+
+def first_sentence(text: str) -> str:
+    return text.split(". ")[0].rstrip(".") + "."
+
+
+def layer_rows(memories: list[dict], vectors: list[list[float]], size: int, seed: int):
+    """`size` rows of (original's index, kind, title, body, embedding literal): the originals first, then
+    varied copies."""
+    rng = random.Random(seed)  # noqa: S311 - reproducible perturbations, not secrets
+    n = len(memories)
+    for i in range(size):
+        base, copy = memories[i % n], i // n
+        vector = vectors[i % n]
+        if copy == 0:
+            yield i, base["kind"], base["title"], base["body"], embeddings.literal(vector)
+            continue
+        other = memories[(i * 7 + copy) % n]
+        noisy = [x + rng.gauss(0, NOISE) for x in vector]
+        norm = sum(x * x for x in noisy) ** 0.5
+        body = f"{base['body']} {first_sentence(other['body'])}"
+        yield i % n, base["kind"], f"{base['title']} ({copy})", body, embeddings.literal([x / norm for x in noisy])
+
+
+def build(conn: psycopg.Connection, memories: list[dict], vectors: list, sizes, seed: int, say) -> dict:
+    """One project per layer size, the evaluation user its member; returns the user, {size: project id} and,
+    per size, {title: the originals a row of that title copies} (titles repeat across the ADR corpus)."""
+    projects, originals = {}, {}
+    for size in sizes:
+        name = f"layer of {size}"
+        insert_memories(
+            conn, [MemoryLine(kind="episode", title=name, body="The layer's first row.")], Target(EMAIL, project=name)
+        )
+        projects[size] = conn.execute(bench_query("layers_project_id"), {"name": name}).fetchone()[0]
+    user_id = conn.execute(bench_query("layers_user_id"), {"email": EMAIL}).fetchone()[0]
+    for size in sizes:
+        say(f"writing a layer of {size:,} real-text memories")
+        originals[size] = defaultdict(set)
+        with conn.cursor().copy(bench_query("layers_copy")) as copy:
+            for original, kind, title, body, vector in layer_rows(memories, vectors, size - 1, seed):
+                originals[size][title].add(original)
+                copy.write_row(
+                    (user_id, projects[size], kind, title, body, vector, embeddings.OFFLINE_MODEL, "project")
+                )
+    conn.commit()
+    return {"user_id": user_id, "projects": projects, "originals": originals}
+
+
+def questions_for(conn: psycopg.Connection, memories: list[dict], paraphrases: list[dict]) -> list[dict]:
+    """The paraphrases and TEMPLATED template questions of demo memories, each with its query embedding."""
+    templated = []
+    for i, memory in enumerate(memories):
+        question = conn.execute(bench_query("layers_template_question"), memory).fetchone()[0]
+        if memory["demo"] and question is not None and len(templated) < TEMPLATED:  # episodes have no template
+            templated.append({"question": question, "source": i, "set": "templated"})
+    chosen = paraphrases + templated
+    vectors = embeddings.embed([q["question"] for q in chosen], as_query=True, model=embeddings.OFFLINE_MODEL).vectors
+    return [dict(q, embedding=embeddings.literal(v)) for q, v in zip(chosen, vectors, strict=True)]
+
+
+def measure(conn: psycopg.Connection, built: dict, questions: list[dict], memories: list[dict]) -> dict:
+    """p50 / p95 of each recall per layer size, as the member, and the sources found in the top 10."""
+    act_as(conn, claims_for(built["user_id"], EMAIL))
+    results = {"as": conn.execute(bench_query("layers_caller")).fetchone()[0]}
+    for size, project_id in built["projects"].items():
+        titles = dict(conn.execute(bench_query("layers_titles"), {"project_id": project_id}).fetchall())
+        originals = {memory_id: built["originals"][size].get(title, set()) for memory_id, title in titles.items()}
+        per_size = {"rows": len(titles)}  # what the member sees of the layer
+        for recall in ("lexical", "hybrid"):
+            series, found = Series(), 0
+            sql = bench_query(f"layers_{recall}")
+            for q in questions[:WARM_UP]:
+                conn.execute(sql, dict(q, project_id=project_id)).fetchall()
+            for round_ in range(ROUNDS):
+                for q in questions:
+                    args = dict(q, project_id=project_id)
+                    ms, rows = timed(lambda sql=sql, args=args: conn.execute(sql, args).fetchall())
+                    series.add(ms)
+                    if round_ == 0:
+                        found += any(q["source"] in originals.get(row[0], ()) for row in rows)
+            per_size[recall] = dict(series.summary(raw=False), source_in_top_10=found, questions=len(questions))
+        results[str(size)] = per_size
+    conn.execute("reset role")
+    conn.commit()
+    return results
+
+
+def run(root: Path, adr_corpus: Path, sizes=LAYER_SIZES, seed: int = 42, say: Callable[[str], None] = print) -> dict:
+    """Build the layers on a throwaway cluster and measure them; the raw figures for the report."""
+    started = time.monotonic()
+    memories, paraphrases = real_memories(root, adr_corpus)
+    say(f"embedding {len(memories)} real memories with {embeddings.OFFLINE_MODEL}")
+    vectors = embeddings.embed(
+        [embeddings.memory_text(m["title"], m["body"]) for m in memories],
+        as_query=False,
+        model=embeddings.OFFLINE_MODEL,
+    ).vectors
+    with throwaway_cluster(root, say) as cluster, psycopg.connect(cluster.url()) as conn:
+        built = build(conn, memories, vectors, sizes, seed, say)
+        say("vacuum analyze (index-only scans need the visibility map)")
+        conn.autocommit = True
+        conn.execute("vacuum analyze public.memories")
+        conn.autocommit = False
+        questions = questions_for(conn, memories, paraphrases)
+        say(f"measuring {len(questions)} questions x {ROUNDS} per layer and recall")
+        layers = measure(conn, built, questions, memories)
+    return {
+        "memories": len(memories),
+        "adr_corpus": adr_corpus.exists(),
+        "questions": {s: sum(q["set"] == s for q in questions) for s in ("paraphrased", "templated")},
+        "rounds": ROUNDS,
+        "measured_as": layers.pop("as"),
+        "layers": layers,
+        "machine": machine(),
+        "seconds": round(time.monotonic() - started, 1),
+    }
+
+
+def render(figures: dict) -> str:
+    lines = [
+        "| rows in the pinned project | lexical p50 | lexical p95 | hybrid p50 | hybrid p95 "
+        "| source in top 10 (lexical / hybrid) |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for legs in figures["layers"].values():
+        lex, hyb = legs["lexical"], legs["hybrid"]
+        lines.append(
+            f"| {legs['rows']:,} | {lex['p50']:.1f} ms | {lex['p95']:.1f} ms | {hyb['p50']:.1f} ms "
+            f"| {hyb['p95']:.1f} ms | {lex['source_in_top_10']} / {hyb['source_in_top_10']} of {lex['questions']} |"
+        )
+    return "\n".join(lines)
+
+
+def write(figures: dict, out_dir: Path, command: str) -> tuple[Path, Path]:
+    """bench/results/<date>-layers.md and .json."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = out_dir / f"{datetime.date.today().isoformat()}-layers"
+    md, raw = stem.with_suffix(".md"), stem.with_suffix(".json")
+    raw.write_text(json.dumps(figures, indent=2) + "\n")
+    questions = figures["questions"]
+    md.write_text(
+        f"# Pinned recall against the layer's size, real text ({command})\n\n"
+        f"{figures['memories']} real memories (demo corpus{' + public ADR corpus' if figures['adr_corpus'] else ''}), "
+        f"varied copies beyond that; {questions['paraphrased']} paraphrased and {questions['templated']} templated "
+        f"questions, each {figures['rounds']} times per layer and recall, as a member with RLS applied; hybrid with "
+        f"the questions' real embeddings ({embeddings.OFFLINE_MODEL}). Source in top 10: the source or one of its "
+        f"copies, first round. Machine: {figures['machine']['cores']} cores, load "
+        f"{figures['machine']['load_average_at_start']} at the start; took {figures['seconds']:.0f} s.\n\n"
+        + render(figures)
+        + "\n"
+    )
+    return md, raw
