@@ -1,10 +1,13 @@
 """`zm-roi embed`: embed what has no embedding from the model in force (or an older model's).
 
 Memories written by other paths than `zm-roi import` (an agent, the Data API, SQL) arrive without an
-embedding; the lexical leg finds them meanwhile. Templated probe questions (deterministic mode) are
-written in SQL and embedded here too. Connected as `roi_embedder`, which reads only the text it
-embeds and writes only the embedding columns; each batch is one transaction, rows locked with SKIP
-LOCKED so two backfills share the work, and every call is metered as a usage event (purpose
+embedding; the lexical leg finds them meanwhile. `zm-roi import` embeds its own memories here too
+(`embed_memories` with their ids), after they are written and searchable. Templated probe questions
+(deterministic mode) are written in SQL and embedded here too. Connected as `roi_embedder`, which
+reads only the text it embeds and writes only the embedding columns; each batch is one transaction
+and one call of the model's batch API (the offline model spreads a batch over every core), rows
+locked with SKIP LOCKED so two backfills (or a backfill and an import) share the work and an
+interrupted one resumes where it stopped, and every call is metered as a usage event (purpose
 `embedding`) attributed to the memory's author or the probe's owner.
 """
 
@@ -16,9 +19,12 @@ from dataclasses import dataclass
 import psycopg
 
 from zm_roi import embeddings
+from zm_roi.progress import Progress
 from zm_roi.queries import query
 
-BATCH = 32
+# Rows per model call and transaction. 64 of the offline model take ~3.5 s on two cores: large enough
+# that both cores stay busy, short enough that the rows' locks and the progress line move along.
+BATCH = 64
 
 
 @dataclass
@@ -27,17 +33,21 @@ class Backfilled:
     questions: int = 0
 
 
-def _embed_batch(conn: psycopg.Connection, model: str, select: str, store: str, as_query: bool) -> int:
+def _embed_batch(conn: psycopg.Connection, model: str, select: str, store: str, as_query: bool, ids=None) -> int:
     with conn.transaction():
-        rows = conn.execute(query(select), {"model": model, "batch": BATCH}).fetchall()
+        rows = conn.execute(query(select), {"model": model, "batch": BATCH, "ids": ids}).fetchall()
         if not rows:
             return 0
         texts = [row[2] if as_query else embeddings.memory_text(row[2], row[3]) for row in rows]
         embedded = embeddings.embed(texts, as_query=as_query, model=model)
         tokens: dict[tuple, int] = defaultdict(int)
         share = embedded.input_tokens // len(rows)
-        for row, vector in zip(rows, embedded.vectors, strict=True):
-            conn.execute(query(store), {"id": row[0], "embedding": embeddings.literal(vector), "model": model})
+        with conn.cursor() as cur:
+            stored = zip(rows, embedded.vectors, strict=True)
+            cur.executemany(
+                query(store), [{"id": row[0], "embedding": embeddings.literal(v), "model": model} for row, v in stored]
+            )
+        for row in rows:
             # Questions are metered per probe, memories per author and batch.
             tokens[(row[1], row[0] if as_query else None)] += share
         for (owner, probe), count in tokens.items():
@@ -48,12 +58,28 @@ def _embed_batch(conn: psycopg.Connection, model: str, select: str, store: str, 
         return len(rows)
 
 
-def backfill(db_url: str, model: str) -> Backfilled:
+def embed_memories(conn: psycopg.Connection, model: str, ids: list | None = None, *, quiet: bool = False) -> int:
+    """Embed the live memories not yet embedded by `model` (only those of `ids` when given), with a
+    progress line; returns how many this call embedded. Each batch commits on an autocommit connection
+    (inside an open transaction, as `insert_memories` calls it, each is a savepoint)."""
+    among = "" if ids is None else "_among"
+    total = conn.execute(query(f"count_memories_to_embed{among}"), {"model": model, "ids": ids}).fetchone()[0]
+    if not total:
+        return 0
+    progress = Progress(f"embedding with {model}", total, quiet=quiet)
+    try:
+        while count := _embed_batch(conn, model, f"memories_to_embed{among}", "store_memory_embedding", False, ids):
+            progress.advance(count)
+    finally:
+        progress.close()
+    return progress.done
+
+
+def backfill(db_url: str, model: str, *, quiet: bool = False) -> Backfilled:
     """Embed every live memory and active probe question not yet embedded by `model`."""
     done = Backfilled()
-    with psycopg.connect(db_url) as conn:
-        while count := _embed_batch(conn, model, "memories_to_embed", "store_memory_embedding", False):
-            done.memories += count
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        done.memories = embed_memories(conn, model, quiet=quiet)
         while count := _embed_batch(conn, model, "questions_to_embed", "store_question_embedding", True):
             done.questions += count
     return done
