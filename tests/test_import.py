@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import sys
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -388,9 +389,12 @@ def test_progress_on_a_terminal_shows_rows_rate_and_time_left():
     """Before: no progress at all; a 10,000-line import printed nothing for 21 minutes (issue 22, item 7)."""
     out, clock = Terminal(), Clock()
     progress = Progress("importing", 10_000, stream=out, clock=clock)
+    assert out.getvalue() == "\rimporting [........................] 0/10,000 rows  0.0/s  time left unknown\x1b[K"
     clock.now += 2
     progress.advance(4_000)
-    assert out.getvalue() == "\rimporting [##########..............] 4,000/10,000 rows  2,000.0/s  3 s left\x1b[K"
+    assert out.getvalue().endswith(
+        "\rimporting [##########..............] 4,000/10,000 rows  2,000.0/s  3 s left\x1b[K"
+    )
     progress.close()
     assert out.getvalue().endswith("\n")
 
@@ -424,3 +428,20 @@ def test_the_cli_quiet_and_piped_print_no_progress(tmp_path, capfd, monkeypatch,
     assert main(["import", str(path), "--user", email]) == 0
     out, err = capfd.readouterr()
     assert "\r" not in out + err and err == ""
+
+
+def test_the_backfill_shows_its_progress(db_url, email, tmp_path, monkeypatch):
+    """Before: `zm-roi embed` printed nothing until it had embedded everything (10 minutes seen)."""
+    import_memories(db_url, write_jsonl(tmp_path / "m.jsonl", distinct_rows(3, "Backfilled")), Target(email))
+    monkeypatch.setattr(
+        embeddings, "embed", lambda texts, *, as_query, model: embeddings.Embedded([[0.5] * 384] * len(texts), model, 0)
+    )
+    monkeypatch.setattr("sys.stderr", Terminal())
+    author = user_id(db_url, email)
+    with psycopg.connect(db_url) as conn:
+        ids = [row[0] for row in conn.execute("select id from public.memories where author_id = %s", (author,))]
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        assert backfill.embed_memories(conn, FAKE_MODEL, ids) == 3
+    shown = sys.stderr.getvalue()
+    assert f"\rembedding with {FAKE_MODEL} [########################] 3/3 rows" in shown
+    assert shown.endswith("\n")

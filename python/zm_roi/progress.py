@@ -48,6 +48,8 @@ class Progress:
         self.clock = clock
         self.started = self.shown = clock()
         self.drawn = False
+        if self.live and total:
+            self._draw()  # at once: the first batch of a slow model may take seconds
 
     def line(self) -> str:
         elapsed = self.clock() - self.started
@@ -66,15 +68,19 @@ class Progress:
             return
         now = self.clock()
         if self.live and (now - self.shown >= REDRAW_EVERY or self.done >= self.total):
-            # Clear to the end of the line: the new text may be shorter than the old.
-            self.stream.write(f"\r{self.line()}\x1b[K")
-            self.drawn = True
+            self._draw()
         elif not self.live and now - self.shown >= LOG_EVERY:
             self.stream.write(self.line() + "\n")
+            self.stream.flush()
         else:
             return
-        self.stream.flush()
         self.shown = now
+
+    def _draw(self) -> None:
+        # Clear to the end of the line: the new text may be shorter than the old.
+        self.stream.write(f"\r{self.line()}\x1b[K")
+        self.stream.flush()
+        self.drawn = True
 
     def close(self) -> None:
         """End the redrawn line, so what is printed next starts on a line of its own."""
