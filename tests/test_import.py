@@ -445,3 +445,17 @@ def test_the_backfill_shows_its_progress(db_url, email, tmp_path, monkeypatch):
     shown = sys.stderr.getvalue()
     assert f"\rembedding with {FAKE_MODEL} [########################] 3/3 rows" in shown
     assert shown.endswith("\n")
+
+
+def test_a_failing_model_says_the_memories_are_written(db_url, email, tmp_path, monkeypatch):
+    """Before: the model failed before anything was written, and said nothing of what to do next."""
+    monkeypatch.setenv("ZM_EMBEDDING_MODEL", FAKE_MODEL)
+
+    def failing_embed(texts, *, as_query, model):
+        raise UserError(f"embedding with {model} failed: connection refused")
+
+    monkeypatch.setattr(embeddings, "embed", failing_embed)
+    path = write_jsonl(tmp_path / "m.jsonl", distinct_rows(3, "Unembedded"))
+    with pytest.raises(UserError, match=r"connection refused; the 3 memories of .* are written and searchable: run"):
+        import_memories(db_url, path, Target(email), quiet=True)
+    assert memory_count(db_url, email) == 3

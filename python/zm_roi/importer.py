@@ -118,7 +118,8 @@ class Target:
 
 @dataclass
 class ImportResult:
-    """What an import did: memories written, identical ones skipped, and what it created or joined."""
+    """What an import did: memories written, identical ones skipped, memories embedded, and what it
+    created or joined."""
 
     imported: int = 0
     skipped: int = 0
@@ -210,7 +211,13 @@ def import_memories(db_url: str, path: Path, target: Target, *, quiet: bool = Fa
         with _layers_locked(conn, _layers(memories, place), session=True, say=say):
             ids = _write(conn, memories, place, result, quiet=quiet)
         if model is not None:
-            result.embedded = backfill.embed_memories(conn, model, ids, quiet=quiet)
+            try:
+                result.embedded = backfill.embed_memories(conn, model, ids, quiet=quiet)
+            except UserError as exc:
+                raise UserError(
+                    f"{exc}; the {result.imported + result.skipped} memories of {path} are written and searchable: "
+                    "run the same import again (or `zm-roi embed`) to embed what is left"
+                ) from None
     return result
 
 
