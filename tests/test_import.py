@@ -13,7 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.support import as_user
+from tests.support import as_user, wait_for
 from zm_roi import backfill, embeddings, importer
 from zm_roi.errors import UserError
 from zm_roi.importer import Target, import_memories
@@ -459,3 +459,37 @@ def test_a_failing_model_says_the_memories_are_written(db_url, email, tmp_path, 
     with pytest.raises(UserError, match=r"connection refused; the 3 memories of .* are written and searchable: run"):
         import_memories(db_url, path, Target(email), quiet=True)
     assert memory_count(db_url, email) == 3
+
+
+def test_an_import_waits_for_the_layer_and_then_skips_what_the_other_wrote(db_url, email, tmp_path, capsys):
+    """Interleaving: (1) another import holds the project's layer lock and has written line 1's memory,
+    uncommitted; (2) this import creates nothing new, says it waits, and blocks on the lock; (3) the
+    other commits and unlocks; (4) this import reads the layer only now, so it skips line 1."""
+    from zm_roi.queries import query
+
+    project = f"wait-{email[5:17]}"
+    path = write_jsonl(tmp_path / "m.jsonl", distinct_rows(3, "Waited"))
+    import_memories(db_url, write_jsonl(tmp_path / "seed.jsonl", [GOOD]), Target(email, project=project))
+    with psycopg.connect(db_url, autocommit=True) as other:
+        place = other.execute("select id from public.projects where name = %s", (project,)).fetchone()[0]
+        layer = {"scope": "project", "layer_id": str(place)}
+        other.execute(query("lock_import_layer"), layer)
+        other.execute("begin")
+        other.execute(
+            """insert into public.memories (author_id, scope, project_id, kind, title, body)
+               select u.id, 'project', %s, 'decision', 'Waited 0', 'Body of Waited number 0.'
+               from auth.users u where u.email = %s""",
+            (place, email),
+        )
+        outcome = []
+        target = Target(email, project=project)
+        waiting = threading.Thread(target=lambda: outcome.append(import_memories(db_url, path, target)))
+        waiting.start()
+        wait_for(lambda: "waiting for another import into this project layer" in capsys.readouterr().err, timeout=30)
+        assert waiting.is_alive()
+        other.execute("commit")
+        other.execute(query("unlock_import_layer"), layer)
+        waiting.join(timeout=30)
+    assert not waiting.is_alive()
+    assert (outcome[0].imported, outcome[0].skipped) == (2, 1)
+    assert memory_count(db_url, email) == 4
