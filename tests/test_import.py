@@ -18,6 +18,7 @@ from zm_roi import backfill, embeddings, importer
 from zm_roi.errors import UserError
 from zm_roi.importer import Target, import_memories
 from zm_roi.progress import LOG_EVERY, Progress
+from zm_roi.queries import query
 
 
 def write_jsonl(path: Path, rows: list) -> Path:
@@ -340,11 +341,14 @@ def test_embeddings_follow_written_memories_in_batches_and_resume(db_url, email,
     monkeypatch.setenv("ZM_EMBEDDING_MODEL", FAKE_MODEL)
     monkeypatch.setattr(backfill, "BATCH", 2)
     path = write_jsonl(tmp_path / "m.jsonl", distinct_rows(5, "Embedded"))
-    calls, committed = [], []
+    calls, committed, layer_free = [], [], []
 
     def fake_embed(texts, *, as_query, model):
         calls.append(len(texts))
         committed.append(memory_count(db_url, email))
+        layer = {"scope": "personal", "layer_id": str(user_id(db_url, email))}
+        with psycopg.connect(db_url, autocommit=True) as other:
+            layer_free.append(other.execute(query("try_lock_import_layer"), layer).fetchone()[0])
         if len(calls) == 2:
             raise KeyboardInterrupt
         return embeddings.Embedded([[1.0] + [0.0] * 383 for _ in texts], model, 7 * len(texts))
@@ -353,6 +357,7 @@ def test_embeddings_follow_written_memories_in_batches_and_resume(db_url, email,
     with pytest.raises(KeyboardInterrupt):
         import_memories(db_url, path, Target(email), quiet=True)
     assert committed == [5, 5], "every memory is written (and searchable) before the first embedding call"
+    assert layer_free == [True, True], "another import may write the layer while this one embeds"
 
     again = import_memories(db_url, path, Target(email), quiet=True)
     assert (again.imported, again.skipped, again.embedded) == (0, 5, 3)
@@ -465,8 +470,6 @@ def test_an_import_waits_for_the_layer_and_then_skips_what_the_other_wrote(db_ur
     """Interleaving: (1) another import holds the project's layer lock and has written line 1's memory,
     uncommitted; (2) this import creates nothing new, says it waits, and blocks on the lock; (3) the
     other commits and unlocks; (4) this import reads the layer only now, so it skips line 1."""
-    from zm_roi.queries import query
-
     project = f"wait-{email[5:17]}"
     path = write_jsonl(tmp_path / "m.jsonl", distinct_rows(3, "Waited"))
     import_memories(db_url, write_jsonl(tmp_path / "seed.jsonl", [GOOD]), Target(email, project=project))

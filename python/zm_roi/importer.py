@@ -294,11 +294,14 @@ def _layers_locked(
     try:
         for scope, layer_id in layers:
             params = {"scope": scope, "layer_id": layer_id}
-            if session and not conn.execute(query("try_lock_import_layer"), params).fetchone()[0]:
+            if not session:
+                conn.execute(query("lock_import_layer_xact"), params)
+                continue
+            # Session locks count: taken twice, one unlock would leave the layer held.
+            if not conn.execute(query("try_lock_import_layer"), params).fetchone()[0]:
                 say(f"waiting for another import into this {scope} layer to finish")
-            conn.execute(query("lock_import_layer" if session else "lock_import_layer_xact"), params)
-            if session:
-                held.append(params)
+                conn.execute(query("lock_import_layer"), params)
+            held.append(params)
         yield
     finally:
         for params in held:
