@@ -62,13 +62,16 @@ def embed_memories(conn: psycopg.Connection, model: str, ids: list | None = None
     """Embed the live memories not yet embedded by `model` (only those of `ids` when given), with a
     progress line; returns how many this call embedded. Each batch commits on an autocommit connection
     (inside an open transaction, as `insert_memories` calls it, each is a savepoint)."""
-    among = "" if ids is None else "_among"
-    total = conn.execute(query(f"count_memories_to_embed{among}"), {"model": model, "ids": ids}).fetchone()[0]
+    if ids is None:
+        count_query, select = "count_memories_to_embed", "memories_to_embed"
+    else:
+        count_query, select = "count_memories_to_embed_among", "memories_to_embed_among"
+    total = conn.execute(query(count_query), {"model": model, "ids": ids}).fetchone()[0]
     if not total:
         return 0
     progress = Progress(f"embedding with {model}", total, quiet=quiet)
     try:
-        while count := _embed_batch(conn, model, f"memories_to_embed{among}", "store_memory_embedding", False, ids):
+        while count := _embed_batch(conn, model, select, "store_memory_embedding", False, ids):
             progress.advance(count)
     finally:
         progress.close()
