@@ -129,10 +129,31 @@ def test_every_unicode_plane_round_trips_through_import(db_url, email, tmp_path)
     assert stored == title
 
 
+def test_the_file_is_read_as_json_lines_tools_read_it(db_url, email, tmp_path):
+    """Lines end at "\\n" only: before, U+2028, U+2029 or U+0085 inside a title split the line in
+    two ("m.jsonl:1: not valid JSON"), as `str.splitlines()` ends lines there and `jq` does not."""
+    titles = ["Line\u2028separator", "Next\u0085line", "Paragraph\u2029separator"]
+    lines = [json.dumps({"title": t, "body": "b", "kind": "convention"}, ensure_ascii=False) for t in titles]
+    content = "\ufeff" + "\r\n".join(lines[:2]) + "\r\n \t\r\n\r\n" + lines[2]  # no final newline
+    path = tmp_path / "m.jsonl"
+    path.write_bytes(content.encode())
+    assert import_memories(db_url, path, Target(email)).imported == 3
+    with psycopg.connect(db_url) as conn:
+        stored = conn.execute(
+            "select m.title from public.memories m join auth.users u on u.id = m.author_id where u.email = %s",
+            (email,),
+        ).fetchall()
+    assert sorted(row[0] for row in stored) == sorted(titles)
+    # A blank line counts: an error on the line after it names the line an editor shows.
+    path.write_bytes(content.encode() + b"\r\n{oops\r\n")
+    with pytest.raises(UserError, match=r"m\.jsonl:6: not valid JSON"):
+        import_memories(db_url, path, Target(email))
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        (b"\xff\xfe not utf-8", "not UTF-8"),
+        (b"\xff\xfe not utf-8", "bad.jsonl:1: not UTF-8"),
         (json.dumps({"title": "t" * 1001, "body": "b", "kind": "decision"}).encode(), "field 'title'"),
         (json.dumps({"title": "nul\u0000", "body": "b", "kind": "decision"}).encode(), "NUL"),
         (b"\n\n   \n", "no memories"),

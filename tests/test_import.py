@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import io
 import json
+import re
+import sys
+import threading
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
 import pytest
 
+from tests.support import as_user, wait_for
+from zm_roi import backfill, embeddings, importer
 from zm_roi.errors import UserError
 from zm_roi.importer import Target, import_memories
+from zm_roi.progress import LOG_EVERY, Progress
+from zm_roi.queries import query
 
 
 def write_jsonl(path: Path, rows: list) -> Path:
@@ -82,11 +91,28 @@ def test_team_import_makes_the_user_a_team_member(db_url, email, tmp_path):
         (json.dumps([1, 2]), "m.jsonl:2: each line must be a JSON object"),
         (json.dumps({**GOOD, "scope": "team"}), "m.jsonl:2: scope 'team' needs --team NAME"),
         (json.dumps({**GOOD, "project": "atlas"}), "m.jsonl:2: unknown field 'project'"),
+        # Before: each of these four imported without a word (issue 21, item 7).
+        (
+            json.dumps({**GOOD, "created_at": "2099-01-01T00:00:00Z"}),
+            "m.jsonl:2: field 'created_at': Value error, 2099-01-01T00:00:00+00:00 is in the future",
+        ),
+        (
+            json.dumps({**GOOD, "created_at": "2026-03-02T00:00:00Z", "invalidated_at": "2026-03-01T00:00:00Z"}),
+            "m.jsonl:2: field 'invalidated_at': Value error, 2026-03-01T00:00:00+00:00 is before created_at",
+        ),
+        (
+            json.dumps({**GOOD, "created_at": "2026-03-02T00:00:00Z", "invalidated_at": "2099-01-01T00:00:00"}),
+            "m.jsonl:2: field 'invalidated_at': Value error, 2099-01-01T00:00:00+00:00 is in the future",
+        ),
+        (
+            json.dumps({**GOOD, "invalidated_at": "2026-03-01T00:00:00Z"}),
+            "m.jsonl:2: field 'invalidated_at': Value error, needs created_at too",
+        ),
     ],
 )
 def test_a_bad_line_stops_the_import_and_nothing_is_written(db_url, email, tmp_path, bad_line, message):
     path = write_jsonl(tmp_path / "m.jsonl", [GOOD, bad_line, GOOD])
-    with pytest.raises(UserError, match=message.replace("(", r"\(")):
+    with pytest.raises(UserError, match=re.escape(message)):
         import_memories(db_url, path, Target(email))
     assert memory_count(db_url, email) == 0
 
@@ -209,3 +235,264 @@ def test_the_cli_says_what_it_created_and_skipped(tmp_path, capsys, monkeypatch,
     assert capsys.readouterr().out.splitlines() == [
         f"imported 0 memories for {email} into project {project} (1 identical memory was already there: skipped)"
     ]
+
+
+def test_a_time_within_the_clock_skew_is_accepted_and_one_without_a_zone_is_utc(db_url, email, tmp_path):
+    soon = (datetime.now(UTC) + timedelta(minutes=1)).isoformat()
+    rows = [
+        {**GOOD, "created_at": soon},
+        {**GOOD, "title": "Naive", "created_at": "2026-03-01T12:00:00", "invalidated_at": "2026-03-02T12:00:00"},
+    ]
+    assert import_memories(db_url, write_jsonl(tmp_path / "m.jsonl", rows), Target(email)).imported == 2
+    with psycopg.connect(db_url) as conn:
+        stored = conn.execute(
+            """select m.created_at, m.invalidated_at from public.memories m join auth.users u on u.id = m.author_id
+               where u.email = %s and m.title = 'Naive'""",
+            (email,),
+        ).fetchone()
+    assert stored == (datetime(2026, 3, 1, 12, tzinfo=UTC), datetime(2026, 3, 2, 12, tzinfo=UTC))
+
+
+def test_invalid_utf8_names_its_line(db_url, email, tmp_path):
+    """Before: "not UTF-8 text (invalid start byte at byte 214)", a byte offset into the whole file."""
+    path = tmp_path / "m.jsonl"
+    path.write_bytes(json.dumps(GOOD).encode() + b"\n\n" + b'{"title": "caf\xe9", "body": "b", "kind": "gotcha"}\n')
+    with pytest.raises(UserError, match=r"m\.jsonl:3: not UTF-8 text \(invalid continuation byte at byte 15 of"):
+        import_memories(db_url, path, Target(email))
+    assert memory_count(db_url, email) == 0
+
+
+def distinct_rows(count: int, prefix: str) -> list[dict]:
+    return [{**GOOD, "title": f"{prefix} {n}", "body": f"Body of {prefix} number {n}."} for n in range(count)]
+
+
+def test_concurrent_first_imports_of_one_file_write_each_memory_once(db_url, email, tmp_path):
+    """Interleaving: three imports of one file for a user and project that do not exist yet start at
+    once; each finds or creates them in turn, then each writes the layer in turn, so the second and
+    third find every memory there. Before: a raw `users_email_key` violation, or 4,045 rows for 1,501
+    (issue 21, item 1): the duplicate check had no lock behind it."""
+    path = write_jsonl(tmp_path / "m.jsonl", distinct_rows(1200, "Concurrent"))
+    project = f"conc-{email[5:17]}"
+    start = threading.Barrier(3)
+    results, errors = [], []
+
+    def run():
+        start.wait()
+        try:
+            results.append(import_memories(db_url, path, Target(email, project=project), quiet=True))
+        except Exception as exc:  # noqa: BLE001 - the test reports every failure
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads), "an import is stuck"
+    assert errors == []
+    assert sorted((r.imported, r.skipped) for r in results) == [(0, 1200), (0, 1200), (1200, 0)]
+    assert sum("created user" in " ".join(r.notes) for r in results) == 1
+    with psycopg.connect(db_url) as conn:
+        rows, distinct = conn.execute(
+            """select count(*), count(distinct m.title) from public.memories m
+               join auth.users u on u.id = m.author_id where u.email = %s""",
+            (email,),
+        ).fetchone()
+    assert (rows, distinct) == (1200, 1200)
+
+
+def user_id(db_url: str, email: str):
+    with psycopg.connect(db_url) as conn:
+        return conn.execute("select id from auth.users where email = %s", (email,)).fetchone()[0]
+
+
+def test_an_interrupted_import_keeps_what_it_wrote_searchable_and_resumes(db_url, email, tmp_path, monkeypatch):
+    """Before: one transaction for the whole file, so nothing was searchable until the end and an
+    interruption lost everything written so far (the second batch interrupted: 0 rows, not 2)."""
+    path = write_jsonl(tmp_path / "m.jsonl", distinct_rows(5, "Resumable"))
+    monkeypatch.setattr(importer, "WRITE_BATCH", 2)
+    real_columns, batches = importer._columns, []
+
+    def interrupt_the_second_batch(batch, place):
+        batches.append(len(batch))
+        if len(batches) == 2:
+            raise KeyboardInterrupt
+        return real_columns(batch, place)
+
+    monkeypatch.setattr(importer, "_columns", interrupt_the_second_batch)
+    with pytest.raises(KeyboardInterrupt):
+        import_memories(db_url, path, Target(email), quiet=True)
+    assert memory_count(db_url, email) == 2
+    found = as_user(db_url, user_id(db_url, email), "select title from public.recall('Resumable number')")
+    assert sorted(r["title"] for r in found) == ["Resumable 0", "Resumable 1"]
+
+    monkeypatch.setattr(importer, "_columns", real_columns)
+    again = import_memories(db_url, path, Target(email), quiet=True)
+    assert (again.imported, again.skipped) == (3, 2)
+    assert memory_count(db_url, email) == 5
+
+
+FAKE_MODEL = "fake/test-embedder"
+
+
+def test_embeddings_follow_written_memories_in_batches_and_resume(db_url, email, tmp_path, monkeypatch):
+    """Before: the import embedded the whole file in one call before writing anything, inside one open
+    transaction (the fake model saw 0 committed rows), and an interrupted embedding left nothing."""
+    monkeypatch.setenv("ZM_EMBEDDING_MODEL", FAKE_MODEL)
+    monkeypatch.setattr(backfill, "BATCH", 2)
+    path = write_jsonl(tmp_path / "m.jsonl", distinct_rows(5, "Embedded"))
+    calls, committed, layer_free = [], [], []
+
+    def fake_embed(texts, *, as_query, model):
+        calls.append(len(texts))
+        committed.append(memory_count(db_url, email))
+        layer = {"scope": "personal", "layer_id": str(user_id(db_url, email))}
+        with psycopg.connect(db_url, autocommit=True) as other:
+            layer_free.append(other.execute(query("try_lock_import_layer"), layer).fetchone()[0])
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return embeddings.Embedded([[1.0] + [0.0] * 383 for _ in texts], model, 7 * len(texts))
+
+    monkeypatch.setattr(embeddings, "embed", fake_embed)
+    with pytest.raises(KeyboardInterrupt):
+        import_memories(db_url, path, Target(email), quiet=True)
+    assert committed == [5, 5], "every memory is written (and searchable) before the first embedding call"
+    assert layer_free == [True, True], "another import may write the layer while this one embeds"
+
+    again = import_memories(db_url, path, Target(email), quiet=True)
+    assert (again.imported, again.skipped, again.embedded) == (0, 5, 3)
+    assert calls == [2, 2, 2, 1]
+    with psycopg.connect(db_url) as conn:
+        models = conn.execute(
+            """select m.embedding_model, count(*) from public.memories m join auth.users u on u.id = m.author_id
+               where u.email = %s group by 1""",
+            (email,),
+        ).fetchall()
+        tokens = conn.execute(
+            """select sum(e.input_tokens) from public.usage_events e join auth.users u on u.id = e.owner_id
+               where u.email = %s and e.purpose = 'embedding'""",
+            (email,),
+        ).fetchone()[0]
+    assert models == [(FAKE_MODEL, 5)]
+    assert tokens == 35, "each of the 5 memories metered once: the interrupted batch wrote nothing"
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_progress_on_a_terminal_shows_rows_rate_and_time_left():
+    """Before: no progress at all; a 10,000-line import printed nothing for 21 minutes (issue 22, item 7)."""
+    out, clock = Terminal(), Clock()
+    progress = Progress("importing", 10_000, stream=out, clock=clock)
+    assert out.getvalue() == "\rimporting [........................] 0/10,000 rows  0.0/s  time left unknown\x1b[K"
+    clock.now += 2
+    progress.advance(4_000)
+    assert out.getvalue().endswith(
+        "\rimporting [##########..............] 4,000/10,000 rows  2,000.0/s  3 s left\x1b[K"
+    )
+    progress.close()
+    assert out.getvalue().endswith("\n")
+
+
+def test_progress_elsewhere_is_plain_lines_and_quiet_is_silent():
+    out, clock = io.StringIO(), Clock()
+    progress = Progress("embedding", 100, stream=out, clock=clock)
+    clock.now += 1
+    progress.advance(10)
+    assert out.getvalue() == "", "a short run leaves no noise in a log"
+    clock.now += LOG_EVERY
+    progress.advance(10)
+    progress.close()
+    assert out.getvalue() == "embedding [#####...................] 20/100 rows  0.6/s  2 min 4 s left\n"
+    quiet_out = Terminal()
+    quiet = Progress("embedding", 100, stream=quiet_out, clock=clock, quiet=True)
+    clock.now += LOG_EVERY
+    quiet.advance(100)
+    quiet.close()
+    assert quiet_out.getvalue() == ""
+
+
+def test_the_cli_quiet_and_piped_print_no_progress(tmp_path, capfd, monkeypatch, db_url, email):
+    from zm_roi.cli import main
+
+    monkeypatch.setenv("ZM_DB_URL", db_url)
+    path = write_jsonl(tmp_path / "m.jsonl", distinct_rows(3, "Quiet"))
+    assert main(["import", str(path), "--user", email, "--quiet"]) == 0
+    out, err = capfd.readouterr()
+    assert (out, err) == (f"created user {email}\nimported 3 memories for {email} into personal layer\n", "")
+    assert main(["import", str(path), "--user", email]) == 0
+    out, err = capfd.readouterr()
+    assert "\r" not in out + err and err == ""
+
+
+def test_the_backfill_shows_its_progress(db_url, email, tmp_path, monkeypatch):
+    """Before: `zm-roi embed` printed nothing until it had embedded everything (10 minutes seen)."""
+    import_memories(db_url, write_jsonl(tmp_path / "m.jsonl", distinct_rows(3, "Backfilled")), Target(email))
+    monkeypatch.setattr(
+        embeddings, "embed", lambda texts, *, as_query, model: embeddings.Embedded([[0.5] * 384] * len(texts), model, 0)
+    )
+    monkeypatch.setattr("sys.stderr", Terminal())
+    author = user_id(db_url, email)
+    with psycopg.connect(db_url) as conn:
+        ids = [row[0] for row in conn.execute("select id from public.memories where author_id = %s", (author,))]
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        assert backfill.embed_memories(conn, FAKE_MODEL, ids) == 3
+    shown = sys.stderr.getvalue()
+    assert f"\rembedding with {FAKE_MODEL} [########################] 3/3 rows" in shown
+    assert shown.endswith("\n")
+
+
+def test_a_failing_model_says_the_memories_are_written(db_url, email, tmp_path, monkeypatch):
+    """Before: the model failed before anything was written, and said nothing of what to do next."""
+    monkeypatch.setenv("ZM_EMBEDDING_MODEL", FAKE_MODEL)
+
+    def failing_embed(texts, *, as_query, model):
+        raise UserError(f"embedding with {model} failed: connection refused")
+
+    monkeypatch.setattr(embeddings, "embed", failing_embed)
+    path = write_jsonl(tmp_path / "m.jsonl", distinct_rows(3, "Unembedded"))
+    with pytest.raises(UserError, match=r"connection refused; the 3 memories of .* are written and searchable: run"):
+        import_memories(db_url, path, Target(email), quiet=True)
+    assert memory_count(db_url, email) == 3
+
+
+def test_an_import_waits_for_the_layer_and_then_skips_what_the_other_wrote(db_url, email, tmp_path, capsys):
+    """Interleaving: (1) another import holds the project's layer lock and has written line 1's memory,
+    uncommitted; (2) this import creates nothing new, says it waits, and blocks on the lock; (3) the
+    other commits and unlocks; (4) this import reads the layer only now, so it skips line 1."""
+    project = f"wait-{email[5:17]}"
+    path = write_jsonl(tmp_path / "m.jsonl", distinct_rows(3, "Waited"))
+    import_memories(db_url, write_jsonl(tmp_path / "seed.jsonl", [GOOD]), Target(email, project=project))
+    with psycopg.connect(db_url, autocommit=True) as other:
+        place = other.execute("select id from public.projects where name = %s", (project,)).fetchone()[0]
+        layer = {"scope": "project", "layer_id": str(place)}
+        other.execute(query("lock_import_layer"), layer)
+        other.execute("begin")
+        other.execute(
+            """insert into public.memories (author_id, scope, project_id, kind, title, body)
+               select u.id, 'project', %s, 'decision', 'Waited 0', 'Body of Waited number 0.'
+               from auth.users u where u.email = %s""",
+            (place, email),
+        )
+        outcome = []
+        target = Target(email, project=project)
+        waiting = threading.Thread(target=lambda: outcome.append(import_memories(db_url, path, target)))
+        waiting.start()
+        wait_for(lambda: "waiting for another import into this project layer" in capsys.readouterr().err, timeout=30)
+        assert waiting.is_alive()
+        other.execute("commit")
+        other.execute(query("unlock_import_layer"), layer)
+        waiting.join(timeout=30)
+    assert not waiting.is_alive()
+    assert (outcome[0].imported, outcome[0].skipped) == (2, 1)
+    assert memory_count(db_url, email) == 4

@@ -2,12 +2,15 @@
 model's).
 
 Memories written by other paths than `zm-roi import` (an agent, the Data API, SQL) arrive without an
-embedding; the lexical leg finds them meanwhile. Connected as `roi_embedder`, which reads only the
-memory text it embeds and writes only the embedding columns; each batch is one transaction, rows
-locked with SKIP LOCKED so two backfills share the work, and every call is metered as a usage event
-(purpose `embedding`) attributed to the memory's author. Probe questions are not read here:
-roi_embedder never sees one. Questions not embedded by the model in force are queued as
-embed_question work for `zm-roi worker`, the one role that reads them.
+embedding; the lexical leg finds them meanwhile. `zm-roi import` embeds its own memories here too
+(`embed_memories` with their ids), after they are written and searchable. Connected as `roi_embedder`,
+which reads only the memory text it embeds and writes only the embedding columns; each batch is one
+transaction and one call of the model's batch API (the offline model spreads a batch over every
+core), rows locked with SKIP LOCKED so two backfills (or a backfill and an import) share the work and
+an interrupted one resumes where it stopped, and every call is metered as a usage event (purpose
+`embedding`) attributed to the memory's author. Probe questions are not read here: roi_embedder never
+sees one. Questions not embedded by the model in force are queued as embed_question work for
+`zm-roi worker`, the one role that reads them.
 """
 
 from __future__ import annotations
@@ -18,9 +21,12 @@ from dataclasses import dataclass
 import psycopg
 
 from zm_roi import embeddings
+from zm_roi.progress import Progress
 from zm_roi.queries import query
 
-BATCH = 32
+# Rows per model call and transaction. 64 of the offline model take ~3.5 s on two cores: large enough
+# that both cores stay busy, short enough that the rows' locks and the progress line move along.
+BATCH = 64
 
 
 @dataclass
@@ -29,33 +35,54 @@ class Backfilled:
     questions_queued: int = 0
 
 
-def _embed_batch(conn: psycopg.Connection, model: str) -> int:
+def _embed_batch(conn: psycopg.Connection, model: str, select: str, ids=None) -> int:
     with conn.transaction():
-        rows = conn.execute(query("memories_to_embed"), {"model": model, "batch": BATCH}).fetchall()
+        rows = conn.execute(query(select), {"model": model, "batch": BATCH, "ids": ids}).fetchall()
         if not rows:
             return 0
         embedded = embeddings.embed(
             [embeddings.memory_text(row[2], row[3]) for row in rows], as_query=False, model=model
         )
+        with conn.cursor() as cur:
+            stored = zip(rows, embedded.vectors, strict=True)
+            cur.executemany(
+                query("store_memory_embedding"),
+                [{"id": row[0], "embedding": embeddings.literal(v), "model": model} for row, v in stored],
+            )
         tokens: dict[object, int] = defaultdict(int)
         share = embedded.input_tokens // len(rows)
-        for row, vector in zip(rows, embedded.vectors, strict=True):
-            conn.execute(
-                query("store_memory_embedding"), {"id": row[0], "embedding": embeddings.literal(vector), "model": model}
-            )
+        for row in rows:
             tokens[row[1]] += share  # metered per author and batch
         for owner, count in tokens.items():
             conn.execute(query("record_embedding_usage"), {"owner_id": owner, "model": model, "input_tokens": count})
         return len(rows)
 
 
-def backfill(db_url: str, model: str) -> Backfilled:
+def embed_memories(conn: psycopg.Connection, model: str, ids: list | None = None, *, quiet: bool = False) -> int:
+    """Embed the live memories not yet embedded by `model` (only those of `ids` when given), with a
+    progress line; returns how many this call embedded. Each batch commits on an autocommit connection
+    (inside an open transaction, as `insert_memories` calls it, each is a savepoint)."""
+    if ids is None:
+        count_query, select = "count_memories_to_embed", "memories_to_embed"
+    else:
+        count_query, select = "count_memories_to_embed_among", "memories_to_embed_among"
+    total = conn.execute(query(count_query), {"model": model, "ids": ids}).fetchone()[0]
+    if not total:
+        return 0
+    progress = Progress(f"embedding with {model}", total, quiet=quiet)
+    try:
+        while count := _embed_batch(conn, model, select, ids):
+            progress.advance(count)
+    finally:
+        progress.close()
+    return progress.done
+
+
+def backfill(db_url: str, model: str, *, quiet: bool = False) -> Backfilled:
     """Embed every live memory not yet embedded by `model`, and queue the active probe questions not
     yet embedded by it for the worker."""
     done = Backfilled()
-    with psycopg.connect(db_url) as conn:
-        while count := _embed_batch(conn, model):
-            done.memories += count
-        with conn.transaction():
-            done.questions_queued = conn.execute(query("queue_question_embeddings"), {"model": model}).fetchone()[0]
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        done.memories = embed_memories(conn, model, quiet=quiet)
+        done.questions_queued = conn.execute(query("queue_question_embeddings"), {"model": model}).fetchone()[0]
     return done

@@ -128,16 +128,23 @@ def cmd_configure(args: argparse.Namespace, config: settings.Settings) -> None:
 
 
 def cmd_import(args: argparse.Namespace, config: settings.Settings) -> None:
+    from zm_roi import embeddings
     from zm_roi.importer import Target, import_memories
 
     target = Target(email=args.user, project=args.project, team=args.team, join=args.join)
-    result = import_memories(database_url(config), Path(args.file), target)
+    try:
+        result = import_memories(database_url(config), Path(args.file), target, quiet=args.quiet)
+    except KeyboardInterrupt:
+        print("zm-roi: what was written is kept; run the same import again to finish it", file=sys.stderr)
+        raise
     for note in result.notes:
         print(note)
     where = f"project {args.project}" if args.project else f"team {args.team}" if args.team else "personal layer"
     already = "memory was" if result.skipped == 1 else "memories were"
     skipped = f" ({result.skipped} identical {already} already there: skipped)" if result.skipped else ""
     print(f"imported {result.imported} memories for {args.user.strip().lower()} into {where}{skipped}")
+    if result.embedded:
+        print(f"embedded {result.embedded} memories with {embeddings.configured_model()}")
 
 
 def cmd_recall(args: argparse.Namespace, config: settings.Settings) -> None:
@@ -172,7 +179,7 @@ def cmd_embed(args: argparse.Namespace, config: settings.Settings) -> None:
     model = embeddings.configured_model()
     if model is None:
         raise UserError("embeddings are off (ZM_EMBEDDING_MODEL=none): nothing to embed")
-    done = backfill(embedder_database_url(config), model)
+    done = backfill(embedder_database_url(config), model, quiet=args.quiet)
     print(
         f"embedded {done.memories} memories with {model}; "
         f"{done.questions_queued} probe questions queued for `zm-roi worker` to embed"
@@ -336,6 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="make the user a member of the existing project or team (they then see its memories)",
     )
+    imp.add_argument("--quiet", action="store_true", help="no progress line (the summary still prints)")
     imp.set_defaults(func=cmd_import)
 
     recall = sub.add_parser("recall", help="recall memories for a question as a user would")
@@ -351,6 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
     recall.set_defaults(func=cmd_recall)
 
     embed = sub.add_parser("embed", help="embed memories and probe questions that have no embedding yet")
+    embed.add_argument("--quiet", action="store_true", help="no progress line (the summary still prints)")
     embed.set_defaults(func=cmd_embed)
 
     token = sub.add_parser("token", help="mint a local access token for a user of the embedded database")

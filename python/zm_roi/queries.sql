@@ -49,25 +49,51 @@ select exists (select from public.project_members where project_id = %(project_i
 -- name: is_team_member
 select exists (select from public.team_members where team_id = %(team_id)s and user_id = %(user_id)s);
 
--- A memory identical to one already in its layer (same scope and owner/project/team, kind, title and
--- body) is not inserted again: importing a file twice adds nothing.
--- name: insert_memory
+-- Imports run one at a time per layer (a session lock held while the import writes there), so a
+-- memory identical to one already in the layer is found below and not written again, even by
+-- concurrent or resumed imports of the same file. Keyed by layer kind and id.
+-- name: lock_import_layer
+select pg_advisory_lock(hashtextextended('zm-roi import into ' || %(scope)s::text || ' ' || %(layer_id)s::text, 0));
+
+-- name: try_lock_import_layer
+select pg_try_advisory_lock(hashtextextended('zm-roi import into ' || %(scope)s::text || ' ' || %(layer_id)s::text, 0));
+
+-- The same until the open transaction ends (an import that commits once, at its end).
+-- name: lock_import_layer_xact
+select pg_advisory_xact_lock(hashtextextended('zm-roi import into ' || %(scope)s::text || ' ' || %(layer_id)s::text, 0));
+
+-- name: unlock_import_layer
+select pg_advisory_unlock(hashtextextended('zm-roi import into ' || %(scope)s::text || ' ' || %(layer_id)s::text, 0));
+
+-- Finding or creating the user, project or team of an import is one short transaction at a time
+-- (a transaction lock), so parallel first imports of a new user or place create it once.
+-- name: lock_import_setup
+select pg_advisory_xact_lock(hashtextextended('zm-roi import: users, projects and teams', 0));
+
+-- What a layer holds already, as (kind, SHA-256 of title, of body): a memory identical to one of them
+-- (same scope and owner/project/team, kind, title and body) is not inserted again. Invalidated ones
+-- count too: importing a file twice adds nothing.
+-- name: memories_in_layer
+select m.id, m.kind, sha256(convert_to(m.title, 'UTF8')), sha256(convert_to(m.body, 'UTF8'))
+from public.memories m
+where m.scope = %(scope)s::text
+  and case %(scope)s::text
+        when 'personal' then m.author_id = %(layer_id)s::uuid
+        when 'project' then m.project_id = %(layer_id)s::uuid
+        else m.team_id = %(layer_id)s::uuid
+      end;
+
+-- A batch of an import's memories (parallel arrays, one element per memory), in one statement.
+-- name: insert_memories
 insert into public.memories
-  (author_id, scope, project_id, team_id, kind, title, body, created_at, invalidated_at, embedding,
-   embedding_model)
-select %(author_id)s::uuid, %(scope)s::text, %(project_id)s::uuid, %(team_id)s::uuid, %(kind)s::text,
-       %(title)s::text, %(body)s::text, coalesce(%(created_at)s::timestamptz, now()),
-       %(invalidated_at)s::timestamptz, %(embedding)s::extensions.vector, %(embedding_model)s::text
-where not exists (
-  select from public.memories m
-  where m.scope = %(scope)s::text and m.kind = %(kind)s::text
-    and m.title = %(title)s::text and m.body = %(body)s::text
-    and case %(scope)s::text
-          when 'personal' then m.author_id = %(author_id)s::uuid
-          when 'project' then m.project_id = %(project_id)s::uuid
-          else m.team_id = %(team_id)s::uuid
-        end
-);
+  (author_id, scope, project_id, team_id, kind, title, body, created_at, invalidated_at)
+select %(author_id)s::uuid, l.scope, l.project_id, l.team_id, l.kind, l.title, l.body,
+       coalesce(l.created_at, now()), l.invalidated_at
+from unnest(%(scope)s::text[], %(project_id)s::uuid[], %(team_id)s::uuid[], %(kind)s::text[],
+            %(title)s::text[], %(body)s::text[], %(created_at)s::timestamptz[],
+            %(invalidated_at)s::timestamptz[])
+     as l (scope, project_id, team_id, kind, title, body, created_at, invalidated_at)
+returning id;
 
 -- Emails compare case-insensitively, as Supabase Auth treats them.
 -- name: user_id_by_email
@@ -140,6 +166,20 @@ select id, author_id, title, body from public.memories
 where invalidated_at is null and embedding_model is distinct from %(model)s
 order by id limit %(batch)s
 for update skip locked;
+
+-- name: count_memories_to_embed
+select count(*) from public.memories where invalidated_at is null and embedding_model is distinct from %(model)s;
+
+-- The same, among the memories an import wrote or found already there (their ids).
+-- name: memories_to_embed_among
+select id, author_id, title, body from public.memories
+where id = any(%(ids)s::uuid[]) and invalidated_at is null and embedding_model is distinct from %(model)s
+order by id limit %(batch)s
+for update skip locked;
+
+-- name: count_memories_to_embed_among
+select count(*) from public.memories
+where id = any(%(ids)s::uuid[]) and invalidated_at is null and embedding_model is distinct from %(model)s;
 
 -- name: store_memory_embedding
 update public.memories set embedding = %(embedding)s::extensions.vector, embedding_model = %(model)s
