@@ -590,6 +590,12 @@ select extractor from roi.settings;
 -- name: bench_set_extractor
 update roi.settings set extractor = %(extractor)s;
 
+-- name: bench_set_judge_checks
+-- Returns the settings it replaced, for the bench to put back.
+update roi.settings s set withheld_source_checks = %(withheld)s, order_checks = %(order)s
+from (select withheld_source_checks, order_checks from roi.settings) before
+returning before.withheld_source_checks, before.order_checks;
+
 -- name: bench_active_probes_of
 select count(*) from roi.probes where owner_id = %(owner)s and state = 'active';
 

@@ -121,12 +121,16 @@ def measure(url: str, delay: float = 1.0, concurrency: int = DEFAULT_WORKER_CONC
     }
     env.pop("OPENAI_BASE_URL", None)
     process = None
+    checks = None
     with psycopg.connect(url, autocommit=True) as conn:
         extractor = conn.execute(bench_query("get_extractor")).fetchone()[0]
         try:
             owner = conn.execute(bench_query("latency_owner")).fetchone()[0]
             conn.execute(bench_query("latency_memories"), {"owner": owner, "count": POOL + 4})
             conn.execute(bench_query("set_extractor"), {"extractor": "llm"})
+            # The judge's checks run after a run closes; with them off the calls counted are the run's
+            # (20 questions, 20 verdicts), as in the reports before the checks existed.
+            checks = conn.execute(bench_query("set_judge_checks"), {"withheld": 0, "order": 0}).fetchone()
             say(f"measuring: one worker ({concurrency} in flight), a {delay:g} s model, pool and run of {POOL}")
             process = subprocess.Popen(
                 [sys.executable, "-m", "zm_roi.cli", "worker"],
@@ -176,6 +180,8 @@ def measure(url: str, delay: float = 1.0, concurrency: int = DEFAULT_WORKER_CONC
                 except subprocess.TimeoutExpired:
                     process.kill()
             conn.execute(bench_query("set_extractor"), {"extractor": extractor})
+            if checks is not None:
+                conn.execute(bench_query("set_judge_checks"), {"withheld": checks[0], "order": checks[1]})
             model.shutdown()
             model.server_close()
     return {
