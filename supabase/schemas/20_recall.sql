@@ -6,7 +6,7 @@
 -- Recall: the one read path agents use, the query parser it shares with nothing else, and the
 -- covering indexes it reads memories from. public.recall is hybrid (lexical + semantic, fused by
 -- reciprocal rank); public.recall_lexical is its lexical leg, and a recall a deployment can configure
--- to compare against (which recall the benchmark calls: roi.configured_recall, 30_roi_benchmark.sql).
+-- to compare against (which recall the benchmark calls: roi.configured_recall, 32_roi_runs.sql).
 --
 -- Why it reads the way it does (each step measured by `make bench`, bench/README.md):
 --   1. Only the caller's layers (20261130000500_recall_at_scale). The first definitions let the RLS
