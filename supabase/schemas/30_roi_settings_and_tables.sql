@@ -120,7 +120,7 @@ create table roi.recalls (
   recalled_at timestamptz not null default now(),
   primary key (run_id, probe_id)
 );
--- Stored uncompressed: pglz on ~5.5 kB of jsonb cost every run ~1.7 ms (20261201080000).
+-- Stored uncompressed: pglz on ~5.5 kB of jsonb would cost every run ~1.7 ms.
 alter table roi.recalls alter column surfaced set storage external;
 
 -- One verdict per probe of a run. Booleans and ids only: no memory text, so owners may read it.
