@@ -1,7 +1,7 @@
 -- The current definitions, read top to bottom (supabase/schemas/*.sql in name order, after
 -- sql/supabase_compat.sql). supabase/migrations/ is the history that deploys them: a change goes
--- here AND into a new migration (README, "Changing the schema"); tests/test_schema_files.py builds a
--- database from each and prints any difference.
+-- here AND into a new migration (README, "Changing the schema"); tests/db/test_schema_files.py
+-- builds a database from each and prints any difference.
 --
 -- The memory substrate: teams, projects, their members, the memories agents write (with their
 -- embeddings), and the usage events every model call leaves behind. The recall that reads memories

@@ -1,7 +1,7 @@
 -- The current definitions, read top to bottom (supabase/schemas/*.sql in name order, after
 -- sql/supabase_compat.sql). supabase/migrations/ is the history that deploys them: a change goes
--- here AND into a new migration (README, "Changing the schema"); tests/test_schema_files.py builds a
--- database from each and prints any difference.
+-- here AND into a new migration (README, "Changing the schema"); tests/db/test_schema_files.py
+-- builds a database from each and prints any difference.
 --
 -- Recall: the one read path agents use, the query parser it shares with nothing else, and the
 -- covering indexes it reads memories from. public.recall is hybrid (lexical + semantic, fused by
@@ -199,7 +199,7 @@ $$;
 -- (maintenance: exact distances over a whole corpus are not a read path), it is the lexical recall.
 -- With one, two legs over the layers the lexical recall reads, each from its covering indexes alone
 -- (index-only scans: id, created_at and the leg's rank): the lexical leg's arms are recall_lexical's
--- (written twice, held equal by tests/test_schema_files.py), ranked by ts_rank; the semantic leg ranks the embedded memories by exact cosine distance. Each
+-- (written twice, held equal by tests/db/test_schema_files.py), ranked by ts_rank; the semantic leg ranks the embedded memories by exact cosine distance. Each
 -- keeps its best 2 × match_count, reciprocal rank fusion (k = 50, as Supabase's hybrid_search) adds
 -- weight / (k + rank) per leg (weights 1 lexical, 1.5 semantic, tuned on paraphrased questions:
 -- bench/README.md, "Hybrid recall"), and only the best match_count rows are read from the table for

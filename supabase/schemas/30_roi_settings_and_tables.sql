@@ -1,7 +1,7 @@
 -- The current definitions, read top to bottom (supabase/schemas/*.sql in name order, after
 -- sql/supabase_compat.sql). supabase/migrations/ is the history that deploys them: a change goes
--- here AND into a new migration (README, "Changing the schema"); tests/test_schema_files.py builds a
--- database from each and prints any difference.
+-- here AND into a new migration (README, "Changing the schema"); tests/db/test_schema_files.py
+-- builds a database from each and prints any difference.
 --
 -- The ROI benchmark: a pool of probe questions per owner, runs that recall every probe as the
 -- caller through the configured recall function, append-only verdicts with their text-free recall

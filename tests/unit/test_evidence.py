@@ -57,7 +57,7 @@ def record_findings(source: str, filename: str) -> list[str]:
 def test_every_reliability_record_is_a_measurement_made_before_the_asserts():
     findings = []
     records = 0
-    for path in sorted((ROOT / "tests").glob("test_*.py")):
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
         source = path.read_text()
         records += source.count("reliability.record(") + source.count("reliability.count(")
         findings += record_findings(source, path.name)
@@ -98,7 +98,7 @@ def test_the_report_shows_a_loss_it_was_given(tmp_path: Path):
 def test_tests_share_one_wait_for_one_benchmark_and_one_user_cleanup():
     definitions: dict[str, list[str]] = {"wait_for": [], "benchmark": [], "remove_users": []}
     deletes_users = []
-    for path in sorted((ROOT / "tests").glob("*.py")):
+    for path in sorted((ROOT / "tests").rglob("*.py")):
         source = path.read_text()
         for node in ast.walk(ast.parse(source)):
             if isinstance(node, ast.FunctionDef) and node.name in definitions:

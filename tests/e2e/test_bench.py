@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ROOT
 from zm_roi import bench
 from zm_roi.bench import layers, report
 from zm_roi.bench.measure import Plan
 
-ROOT = Path(__file__).resolve().parent.parent
 TINY = Plan(
     recall_calls=6,
     owners=3,
