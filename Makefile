@@ -73,7 +73,7 @@ lint: install
 	@$(VENV)/bin/ruff format --check python tests
 
 # Appends the checksum of every migration not yet in supabase/migrations.sha256; never rewrites a line
-# (tests/test_schema_files.py fails when a recorded migration changes).
+# (tests/db/test_schema_files.py fails when a recorded migration changes).
 migration-checksums:
 	@cd supabase/migrations && touch ../migrations.sha256 && for f in *.sql; do \
 		cut -d' ' -f3- ../migrations.sha256 | grep -qxF -- "$$f" || sha256sum -- "$$f" >> ../migrations.sha256; \

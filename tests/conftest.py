@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Embeddings are off for the suite (recall is lexical, as before issue 12), so the many suites that
 # count usage events or import thousands of rows measure what they were written for. The hybrid path
-# is tested with the real offline model where it matters: tests/test_recall.py turns it on, and
+# is tested with the real offline model where it matters: tests/db/test_recall.py turns it on, and
 # test_demo runs the demo with its default (the offline model).
 os.environ.setdefault("ZM_EMBEDDING_MODEL", "none")
 

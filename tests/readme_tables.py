@@ -3,7 +3,7 @@
 The reliability table sits between `<!-- reliability:begin -->` and `<!-- reliability:end -->` and is
 the report `make test` writes (test-artifacts/reliability.md): a full run that measures other figures
 fails until the README is regenerated with `python -m tests.readme_tables`. The speed table's figures
-are looked up in bench/results/ (see tests/test_readme.py)."""
+are looked up in bench/results/ (see tests/e2e/test_readme.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 -- The current definitions, read top to bottom (supabase/schemas/*.sql in name order, after
 -- sql/supabase_compat.sql). supabase/migrations/ is the history that deploys them: a change goes
--- here AND into a new migration (README, "Changing the schema"); tests/test_schema_files.py builds a
--- database from each and prints any difference.
+-- here AND into a new migration (README, "Changing the schema"); tests/db/test_schema_files.py
+-- builds a database from each and prints any difference.
 --
 -- The memory substrate: teams, projects, their members, the memories agents write (with their
 -- embeddings), and the usage events every model call leaves behind. The recall that reads memories
@@ -103,7 +103,7 @@ create table public.usage_events (
 -- ============================================================================================
 -- No GIN index on `search`: no signed-in recall can use one (`@@` is not leakproof, so under RLS it
 -- runs after the policy, never inside an index scan; 20_recall.sql), and the one path that could, an
--- unpinned recall by a caller who bypasses RLS, was no faster with it (20261201100200).
+-- unpinned recall by a caller who bypasses RLS, is no faster with it (bench/README.md).
 -- Each layer's live memories, newest first: top-up and rotation read a layer's never-probed
 -- knowledge in this order and stop as soon as they have enough (roi.never_probed_knowledge). Recall
 -- reads the covering indexes in 20_recall.sql instead.

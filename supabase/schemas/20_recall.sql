@@ -1,47 +1,45 @@
 -- The current definitions, read top to bottom (supabase/schemas/*.sql in name order, after
 -- sql/supabase_compat.sql). supabase/migrations/ is the history that deploys them: a change goes
--- here AND into a new migration (README, "Changing the schema"); tests/test_schema_files.py builds a
--- database from each and prints any difference.
+-- here AND into a new migration (README, "Changing the schema"); tests/db/test_schema_files.py
+-- builds a database from each and prints any difference.
 --
 -- Recall: the one read path agents use, the query parser it shares with nothing else, and the
 -- covering indexes it reads memories from. public.recall is hybrid (lexical + semantic, fused by
 -- reciprocal rank); public.recall_lexical is its lexical leg, and a recall a deployment can configure
--- to compare against (which recall the benchmark calls: roi.configured_recall, 30_roi_benchmark.sql).
+-- to compare against (which recall the benchmark calls: roi.configured_recall, 32_roi_runs.sql).
 --
--- Why it reads the way it does (each step measured by `make bench`, bench/README.md):
---   1. Only the caller's layers (20261130000500_recall_at_scale). The first definitions let the RLS
---      policy drive the plan: a pinned recall at 1M memories took ~0.8 s and grew with the corpus.
---      Recall now reads only the layers the caller reads (their personal layer, the pinned or member
---      projects, the pinned or member teams) and computes the tsquery once. RLS still applies to
---      every read: for a signed-in user, narrowing to their layers is the visibility rule itself.
---      (The GIN index on `search` cannot serve a caller under RLS: `@@` is not leakproof, so Postgres
---      applies the policy first; narrowing by the layer keys, whose `=` is leakproof, is what an
---      index can do.) A caller with no identity (service role, maintenance) has no layers; unpinned
---      recall reads everything their role may see, in its own statement: as an arm of the main one,
---      its cost estimate alone made every call JIT-compile at 1M (~90 ms a call).
---   2. Hybrid (20261201050000_hybrid_recall, issue 12). In LLM mode probe questions are paraphrases,
---      and the lexical recall alone put the source in its top 10 for about 3 questions in 4, so the
---      exclusive rate mostly measured the lexical matcher. The semantic leg ranks by exact cosine
---      distance. No HNSW or IVFFlat index on purpose: under RLS an index-ordered approximate scan
---      applies the policy after the search, so it under-returns, and its row counts reveal how dense
---      other tenants' data is.
---   3. Index-only (20261201060000_recall_index_only, 20261201060100_hybrid_recall_index_only, issue
---      13): a pinned recall at 1M took 14 ms (project) and 27 ms (team) against a target of 10, and
---      the hybrid 3× that. Per row of the layer it read a heap page (a layer's memories arrive
---      interleaved with everyone else's), for the hybrid a TOASTed 1.5 kB vector too, and ranked with
---      ts_rank_cd. A b-tree covering index per layer kind keeps a layer's entries together whatever
---      order they arrive in, and an index-only scan evaluates the policy, `@@` and the distance on
---      the entry itself; ts_rank ranks the templated questions as well or better at ~1/10 the CPU
---      (public ADR set: hit@1 321 → 323 of 328, MRR 0.988 → 0.991); and the plan, the same shape for
---      every pin, is generic instead of re-planned on every call. A pin narrows to the caller's own
---      memberships first, so pinning someone else's project or team reads nothing of it (its size
---      cannot be timed).
---   4. Hybrid planned per call (20261201100100_hybrid_recall_planned_per_call, issue 22): a team
---      whose one project holds most memories got a generic plan that scanned the whole table for the
---      semantic leg of every pin (1,000-row layer next to a 100,000-row one: 62 ms of CPU a call
---      instead of 3.4). recall_lexical keeps its generic plan: its arms stay on their indexes.
---   5. No JIT (20261201070100_short_statements_never_jit): a recall's cost estimate grows with the
---      table, its work does not; compiling its plan would cost more than running it.
+-- Why it reads the way it does (each choice measured by `make bench`, bench/README.md):
+--   1. Only the caller's layers. Left to drive the plan, the RLS policy costs a pinned recall at 1M
+--      memories ~0.8 s, growing with the corpus. So recall reads only the layers the caller reads
+--      (their personal layer, the pinned or member projects, the pinned or member teams) and
+--      computes the tsquery once. RLS still applies to every read: for a signed-in user, narrowing
+--      to their layers is the visibility rule itself. (The GIN index on `search` cannot serve a
+--      caller under RLS: `@@` is not leakproof, so Postgres applies the policy first; narrowing by
+--      the layer keys, whose `=` is leakproof, is what an index can do.) A caller with no identity
+--      (service role, maintenance) has no layers; unpinned recall reads everything their role may
+--      see, in its own statement: as an arm of the main one, its cost estimate alone would make
+--      every call JIT-compile at 1M (~90 ms a call).
+--   2. Hybrid. In LLM mode probe questions are paraphrases, and the lexical recall alone puts the
+--      source in its top 10 for about 3 questions in 4, so the exclusive rate would mostly measure
+--      the lexical matcher. The semantic leg ranks by exact cosine distance. No HNSW or IVFFlat
+--      index on purpose: under RLS an index-ordered approximate scan applies the policy after the
+--      search, so it under-returns, and its row counts reveal how dense other tenants' data is.
+--   3. Index-only. Reading a heap page per row of the layer (a layer's memories arrive interleaved
+--      with everyone else's), for the hybrid a TOASTed 1.5 kB vector too, and ranking with
+--      ts_rank_cd, a pinned recall at 1M takes 14 ms (project) and 27 ms (team) against a target of
+--      10, and the hybrid 3× that. A b-tree covering index per layer kind keeps a layer's entries
+--      together whatever order they arrive in, and an index-only scan evaluates the policy, `@@`
+--      and the distance on the entry itself; ts_rank ranks the templated questions as well as
+--      ts_rank_cd or better at ~1/10 the CPU (public ADR set: hit@1 323 against 321 of 328, MRR
+--      0.991 against 0.988); and the plan, the same shape for every pin, is generic instead of
+--      re-planned on every call. A pin narrows to the caller's own memberships first, so pinning
+--      someone else's project or team reads nothing of it (its size cannot be timed).
+--   4. Hybrid planned per call: for a team whose one project holds most memories, a generic plan
+--      scans the whole table for the semantic leg of every pin (1,000-row layer next to a
+--      100,000-row one: 62 ms of CPU a call, against 3.4 planned per call). recall_lexical keeps
+--      its generic plan: its arms stay on their indexes.
+--   5. No JIT: a recall's cost estimate grows with the table, its work does not; compiling its plan
+--      would cost more than running it.
 
 -- ============================================================================================
 -- Indexes
@@ -201,7 +199,7 @@ $$;
 -- (maintenance: exact distances over a whole corpus are not a read path), it is the lexical recall.
 -- With one, two legs over the layers the lexical recall reads, each from its covering indexes alone
 -- (index-only scans: id, created_at and the leg's rank): the lexical leg's arms are recall_lexical's
--- (written twice, held equal by tests/test_schema_files.py), ranked by ts_rank; the semantic leg ranks the embedded memories by exact cosine distance. Each
+-- (written twice, held equal by tests/db/test_schema_files.py), ranked by ts_rank; the semantic leg ranks the embedded memories by exact cosine distance. Each
 -- keeps its best 2 × match_count, reciprocal rank fusion (k = 50, as Supabase's hybrid_search) adds
 -- weight / (k + rank) per leg (weights 1 lexical, 1.5 semantic, tuned on paraphrased questions:
 -- bench/README.md, "Hybrid recall"), and only the best match_count rows are read from the table for

@@ -1,7 +1,7 @@
 -- The current definitions, read top to bottom (supabase/schemas/*.sql in name order, after
 -- sql/supabase_compat.sql). supabase/migrations/ is the history that deploys them: a change goes
--- here AND into a new migration (README, "Changing the schema"); tests/test_schema_files.py builds a
--- database from each and prints any difference.
+-- here AND into a new migration (README, "Changing the schema"); tests/db/test_schema_files.py
+-- builds a database from each and prints any difference.
 --
 -- Upkeep: the minute-by-minute care of every owner's pool and runs, scheduled with pg_cron.
 --
@@ -9,15 +9,15 @@
 -- step that touches memories it impersonates the owner exactly as PostgREST would (role
 -- `authenticated` plus `request.jwt.claims`), so retirement and top-up see what the owner sees.
 --
--- Upkeep is proportional to what changed (20261201030000_upkeep_dirty_layers; it replaced a global
--- epoch that woke every owner with a pool on any write anywhere: at 10,000 owners a busy cycle took
--- most of a minute). The memory and membership triggers mark the *layers* a statement touched (a
--- personal layer, a project, a team) in roi.dirty_layers, and upkeep resolves those layers to their
--- owners through the memberships, visiting only owners whose visible knowledge could have moved
--- (plus owners with a closed run to rotate). The triggers run as the writing user and only write
--- layer ids that the statement's own rows carry, so they read no membership and RLS never hides
--- anything they need; a signed-in writer may add a mark and read none. An idle cycle touches only
--- small bookkeeping tables (pending runs, dirty layers, upkeep state) and the settings row.
+-- Upkeep is proportional to what changed: waking every owner with a pool on any write anywhere
+-- would make a busy cycle at 10,000 owners take most of a minute. The memory and membership
+-- triggers mark the *layers* a statement touched (a personal layer, a project, a team) in
+-- roi.dirty_layers, and upkeep resolves those layers to their owners through the memberships,
+-- visiting only owners whose visible knowledge could have moved (plus owners with a closed run to
+-- rotate). The triggers run as the writing user and only write layer ids that the statement's own
+-- rows carry, so they read no membership and RLS never hides anything they need; a signed-in writer
+-- may add a mark and read none. An idle cycle touches only small bookkeeping tables (pending runs,
+-- dirty layers, upkeep state) and the settings row.
 
 -- ============================================================================================
 -- Tables

@@ -1,7 +1,7 @@
 -- The current definitions, read top to bottom (supabase/schemas/*.sql in name order, after
 -- sql/supabase_compat.sql). supabase/migrations/ is the history that deploys them: a change goes
--- here AND into a new migration (README, "Changing the schema"); tests/test_schema_files.py builds a
--- database from each and prints any difference.
+-- here AND into a new migration (README, "Changing the schema"); tests/db/test_schema_files.py
+-- builds a database from each and prints any difference.
 --
 -- The worker: a least-privilege role and ONE queue of work (roi.work, pgmq's shape). Each row is a
 -- kind of work on one probe (of one run, for the kinds that belong to a run), with a lease, attempts,

@@ -1,11 +1,11 @@
 -- The current definitions, read top to bottom (supabase/schemas/*.sql in name order, after
 -- sql/supabase_compat.sql). supabase/migrations/ is the history that deploys them: a change goes
--- here AND into a new migration (README, "Changing the schema"); tests/test_schema_files.py builds a
--- database from each and prints any difference.
+-- here AND into a new migration (README, "Changing the schema"); tests/db/test_schema_files.py
+-- builds a database from each and prints any difference.
 --
 -- Embeddings: who writes them and what keeps them current. The columns live with their tables
 -- (public.memories.embedding in 10_memory_core.sql, roi.probes.question_embedding in
--- 30_roi_benchmark.sql), pgvector in schema `extensions`, the recall that reads them in 20_recall.sql.
+-- 30_roi_settings_and_tables.sql), pgvector in schema `extensions`, the recall that reads them in 20_recall.sql.
 --
 -- Embeddings (384 dimensions) are written from outside the database by the one embedding door of the
 -- Python package: memories at import and by `zm-roi embed` (the backfill for memories written by

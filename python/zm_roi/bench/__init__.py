@@ -1,7 +1,7 @@
 """`make bench`: measured speed at scale, on a throwaway cluster with a synthetic corpus.
 
 One run builds a cluster per size, generates the corpus in SQL (sql/bench/corpus.sql), times
-recall, benchmark_memory(), the client-side loop it replaces, upkeep and (once it exists) the
+recall, benchmark_memory(), upkeep and (once it exists) the
 worker, then writes bench/results/<date>-<size>.md and .json. See bench/README.md.
 """
 
@@ -39,7 +39,7 @@ def measure_size(
         say("measuring: round trip, recall")
         round_trip = measure.round_trip(url, plan)
         recall, sample = measure.recall(url, seed, plan)
-        say("measuring: benchmark_memory(), its recalls alone, the client loop")
+        say("measuring: benchmark_memory(), its recalls alone")
         bench = measure.benchmark(url, seed, plan)
         say("measuring: upkeep")
         upkeep = measure.upkeep(url, plan)

@@ -2,8 +2,8 @@
 
 Users are acted as exactly as PostgREST does (role + request.jwt.claims, transaction-local); the
 identity switch is outside the timed span, the statement and its result are inside. Measurements
-that are compared (a pinned recall and an unpinned one; benchmark_memory(), the same 20 recalls
-run alone, and the client loop) are interleaved call by call, so a noisy neighbour slows all of
+that are compared (a pinned recall and an unpinned one; benchmark_memory() and the same 20 recalls
+run alone) are interleaved call by call, so a noisy neighbour slows all of
 them alike and their ratios stay meaningful.
 """
 
@@ -17,7 +17,6 @@ from dataclasses import dataclass
 import psycopg
 from psycopg.rows import dict_row
 
-from zm_roi.bench.peer import client_loop_run
 from zm_roi.bench.sql import bench_query
 from zm_roi.bench.timing import Series, percentile, timed
 from zm_roi.identity import act_as, claims_for
@@ -125,14 +124,12 @@ def recall(url: str, seed: int, plan: Plan) -> tuple[dict, dict | None]:
 
 
 def benchmark(url: str, seed: int, plan: Plan) -> dict:
-    """benchmark_memory() with a full pool, the same recalls run alone, and the client loop."""
+    """benchmark_memory() with a full pool, and the same recalls run alone."""
     first = Series()
     rpc = Series()
     alone = Series()
-    loop = Series()
     ratios: list[float] = []
     statuses: dict[str, int] = {}
-    trips: list[int] = []
     probes_per_run: list[int] = []
     with psycopg.connect(url, row_factory=dict_row) as conn:
         owners = [row["user_id"] for row in conn.execute(bench_query("bench_owners"), {"seed": seed, "n": plan.owners})]
@@ -165,24 +162,14 @@ def benchmark(url: str, seed: int, plan: Plan) -> dict:
             rpc.add(ms)
             return ms
 
-        def run_loop(owner) -> None:
-            ms, outcome = timed(lambda: client_loop_run(conn, owner))
-            key = "client_loop_" + outcome["status"]
-            statuses[key] = statuses.get(key, 0) + 1
-            trips.append(outcome["round_trips"])
-            loop.add(ms)
-
         for r in range(plan.rounds):
             for i, owner in enumerate(owners):
-                # Four orders in turn, so no measurement always runs on caches another just warmed.
+                # Two orders in turn, so neither measurement always runs on caches the other just warmed.
                 # The RPC and its recalls alone stay a pair, read from the pool just before them:
                 # every run rotates the pool, so only then are they the same 20 recalls.
-                variant = (r + i) % 4
-                if variant >= 2:
-                    run_loop(owner)
                 probes = conn.execute(bench_query("active_probes"), {"owner": owner}).fetchall()
                 conn.commit()
-                if variant % 2 == 0:
+                if (r + i) % 2 == 0:
                     alone_ms = run_alone(owner, probes)
                     rpc_ms = run_rpc(owner)
                 else:
@@ -191,18 +178,14 @@ def benchmark(url: str, seed: int, plan: Plan) -> dict:
                 alone.add(alone_ms)
                 if alone_ms:
                     ratios.append(rpc_ms / alone_ms)
-                if variant < 2:
-                    run_loop(owner)
     overhead = percentile(ratios, 0.5)
     return {
         "first_call": first.summary(),
         "rpc": rpc.summary(),
         "recalls_alone_sum": alone.summary(),
-        "client_loop": loop.summary(),
         "overhead_p50": None if overhead is None else round(overhead - 1, 4),
         "overhead_p95": None if not ratios else round(percentile(ratios, 0.95) - 1, 4),
         "probes_per_run": {"min": min(probes_per_run, default=0), "max": max(probes_per_run, default=0)},
-        "client_loop_round_trips": max(trips, default=0),
         "statuses": statuses,
         "owners": len(owners),
     }

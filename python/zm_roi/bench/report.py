@@ -285,11 +285,6 @@ def _measurement_rows(r: dict) -> list[list]:
             _pct(bench["overhead_p95"]),
             "per call: rpc ÷ sum of its 20 recalls − 1",
         ],
-        _series_row(
-            "client-side loop, same run (peer design)",
-            bench["client_loop"],
-            f"{bench['client_loop_round_trips']} round trips per run over the connection",
-        ),
         _series_row("benchmark_memory(), first call", bench["first_call"], "fills an empty pool of 20, then runs it"),
         _series_row(
             "upkeep, idle cycle", upkeep["idle"], f"{upkeep['pools']['owners']:,} owners with pools; nothing to do"
@@ -512,7 +507,6 @@ def render(run: dict) -> str:
             ("recall, unpinned", ("recall", "unpinned", "p50")),
             ("benchmark_memory(), 20 probes", ("benchmark", "rpc", "p50")),
             ("the same 20 recalls alone (sum)", ("benchmark", "recalls_alone_sum", "p50")),
-            ("client-side loop", ("benchmark", "client_loop", "p50")),
             ("upkeep, idle", ("upkeep", "idle", "p50")),
             ("upkeep, refill 1,000 owners", ("upkeep", "refill_all_owners", "p50")),
             ("upkeep, re-check every owner", ("upkeep", "recheck_all_owners", "p50")),

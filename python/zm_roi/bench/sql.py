@@ -1,5 +1,5 @@
-"""The bench's SQL: named queries in python/zm_roi/queries.sql (prefixed `bench_`), and the corpus
-script kept in `sql/bench/` at the root of the checkout."""
+"""The bench's SQL: named queries in python/zm_roi/bench/queries.sql, and the corpus script kept in
+`sql/bench/` at the root of the checkout."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ from pathlib import Path
 from zm_roi.localdb import project_root
 from zm_roi.queries import query
 
+QUERIES = Path(__file__).parent / "queries.sql"
+
 
 def sql_dir() -> Path:
     return project_root() / "sql" / "bench"
 
 
 def bench_query(name: str) -> str:
-    """The text of the named bench query (`bench_NAME` in python/zm_roi/queries.sql)."""
-    return query(f"bench_{name}")
+    """The text of the named bench query (`-- name: NAME` in python/zm_roi/bench/queries.sql)."""
+    return query(name, QUERIES)

@@ -199,7 +199,7 @@ def test_malformed_judge_output_is_retried_then_skipped(db_url, worker_url, llm_
 def test_generation_that_never_validates_retires_the_probe(db_url, worker_url, llm_mode, owners):
     set_settings(db_url, max_attempts=3)
     dave = owners.create(KNOWLEDGE[:1])
-    # (A question that quotes its memory is the gate's: tests/test_worker_judge_checks.py.)
+    # (A question that quotes its memory is the gate's: tests/worker/test_worker_judge_checks.py.)
     bad = iter(
         [
             json.dumps({"question": "Why " + "really " * 60 + "?"}),  # longer than 300 characters

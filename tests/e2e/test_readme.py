@@ -173,7 +173,7 @@ def test_every_readme_paragraph_closes_the_parentheses_it_opens():
 
 def test_the_readme_states_the_settings_defaults_the_schema_writes():
     """The knobs the Configuration section names, against roi.settings' column defaults."""
-    schema = (ROOT / "supabase" / "schemas" / "30_roi_benchmark.sql").read_text()
+    schema = (ROOT / "supabase" / "schemas" / "30_roi_settings_and_tables.sql").read_text()
     readme = (ROOT / "README.md").read_text()
     pool = re.search(r"pool_target integer not null default (\d+)", schema).group(1)
     checks = re.search(r"closed_book_checks integer not null default (\d+)", schema).group(1)

@@ -57,7 +57,7 @@ def record_findings(source: str, filename: str) -> list[str]:
 def test_every_reliability_record_is_a_measurement_made_before_the_asserts():
     findings = []
     records = 0
-    for path in sorted((ROOT / "tests").glob("test_*.py")):
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
         source = path.read_text()
         records += source.count("reliability.record(") + source.count("reliability.count(")
         findings += record_findings(source, path.name)
@@ -98,7 +98,7 @@ def test_the_report_shows_a_loss_it_was_given(tmp_path: Path):
 def test_tests_share_one_wait_for_one_benchmark_and_one_user_cleanup():
     definitions: dict[str, list[str]] = {"wait_for": [], "benchmark": [], "remove_users": []}
     deletes_users = []
-    for path in sorted((ROOT / "tests").glob("*.py")):
+    for path in sorted((ROOT / "tests").rglob("*.py")):
         source = path.read_text()
         for node in ast.walk(ast.parse(source)):
             if isinstance(node, ast.FunctionDef) and node.name in definitions:
@@ -109,28 +109,32 @@ def test_tests_share_one_wait_for_one_benchmark_and_one_user_cleanup():
     assert deletes_users == [], "users are removed through tests.support.remove_users"
 
 
-def test_named_sql_lives_in_one_file_and_every_name_used_exists():
+def test_named_sql_lives_in_two_files_and_every_name_used_exists():
+    """The product's queries in queries.sql, the bench's in bench/queries.sql, and no third home."""
+    from zm_roi.bench.sql import bench_query
     from zm_roi.queries import query
 
     sql_files = [p for p in ROOT.rglob("*.sql") if ".venv" not in p.parts and "node_modules" not in p.parts]
-    named = [p.relative_to(ROOT).as_posix() for p in sql_files if "-- name:" in p.read_text()]
-    assert named == ["python/zm_roi/queries.sql"]
-    used = set()
+    named = sorted(p.relative_to(ROOT).as_posix() for p in sql_files if "-- name:" in p.read_text())
+    assert named == ["python/zm_roi/bench/queries.sql", "python/zm_roi/queries.sql"]
+    lookups = {"query": query, "bench_query": bench_query}
+    used: dict[str, set[str]] = {"query": set(), "bench_query": set()}
     for path in (ROOT / "python" / "zm_roi").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Name)
-                and node.func.id in ("query", "bench_query")
+                and node.func.id in lookups
                 and node.args
                 and isinstance(node.args[0], ast.Constant)
             ):
-                used.add(("bench_" if node.func.id == "bench_query" else "") + node.args[0].value)
-    assert len(used) > 20
+                used[node.func.id].add(node.args[0].value)
+    assert len(used["query"]) > 20 and len(used["bench_query"]) > 20
     missing = []
-    for name in sorted(used):
-        try:
-            query(name)
-        except KeyError:
-            missing.append(name)
+    for kind, names in used.items():
+        for name in sorted(names):
+            try:
+                lookups[kind](name)
+            except KeyError:
+                missing.append(f"{kind}({name!r})")
     assert missing == []

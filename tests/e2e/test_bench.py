@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ROOT
 from zm_roi import bench
 from zm_roi.bench import layers, report
 from zm_roi.bench.measure import Plan
 
-ROOT = Path(__file__).resolve().parent.parent
 TINY = Plan(
     recall_calls=6,
     owners=3,
@@ -75,9 +75,8 @@ def test_every_measurement_made_its_calls(tiny_run):
         assert size["recall"][mode]["n"] > 0, mode
     runs = size["benchmark"]
     calls = TINY.owners * TINY.rounds
-    assert runs["rpc"]["n"] == calls and runs["client_loop"]["n"] == calls
+    assert runs["rpc"]["n"] == calls and runs["recalls_alone_sum"]["n"] == calls
     assert runs["statuses"].get("started", 0) + runs["statuses"].get("empty", 0) == TINY.owners + calls
-    assert runs["statuses"].get("client_loop_started", 0) + runs["statuses"].get("client_loop_empty", 0) == calls
     upkeep = size["upkeep"]
     refill = next(c for c in upkeep["cycles"] if c["kind"] == "refill")
     assert upkeep["owners"] == 1000

@@ -240,7 +240,7 @@ def test_the_extractor_default_has_one_home_the_database():
     are the column default and localdb.EMBEDDED_FIRST_MODE, each stated in the README."""
     assert settings.load({}).extractor is None
     assert settings.load({"ZM_EXTRACTOR": " LLM "}).extractor == "llm"
-    schema = (ROOT / "supabase" / "schemas" / "30_roi_benchmark.sql").read_text()
+    schema = (ROOT / "supabase" / "schemas" / "30_roi_settings_and_tables.sql").read_text()
     column_default = re.search(r"extractor text not null default '(\w+)'", schema).group(1)
     row = next(line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| `ZM_EXTRACTOR`"))
     assert f"`{localdb.EMBEDDED_FIRST_MODE}`, `localdb.EMBEDDED_FIRST_MODE`" in row

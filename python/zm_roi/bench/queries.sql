@@ -1,0 +1,374 @@
+-- The bench's queries, by name (python/zm_roi/bench/sql.py reads them with bench_query). What they
+-- measure and why: bench/README.md. The corpus generator itself is sql/bench/corpus.sql.
+
+-- name: deactivate_cron
+update cron.job set active = false;
+
+-- name: reported_settings
+select name, current_setting(name) from pg_settings where name = any (%(names)s) order by name;
+
+-- name: memories_secondary_indexes
+select indexrelid::regclass::text as name, pg_get_indexdef(indexrelid) as definition
+from pg_index where indrelid = 'public.memories'::regclass and not indisprimary
+order by 1;
+
+-- name: build_population
+select bench.build_population(%(seed)s);
+
+-- `make bench OWNERS=n`: n users, with teams and projects in the default proportions (1 team per
+-- 20 users, 1 project per 2), so memberships per user stay as in the default corpus.
+-- name: build_population_for_owners
+select bench.build_population(%(seed)s, users => %(owners)s, teams => greatest(%(owners)s / 20, 1),
+                              projects => greatest(%(owners)s / 2, 1));
+
+-- name: add_memories
+select bench.add_memories(%(chunk)s, %(count)s);
+
+-- Mark every owner with a pool dirty, as a write that touched everyone would (the bulk load skips
+-- the triggers, and the refill cycles below empty every pool by hand).
+-- name: mark_every_pool_dirty
+insert into roi.dirty_layers (layer, layer_id, can_retire)
+select distinct 'personal', p.owner_id, true from roi.probes p
+on conflict do nothing;
+
+-- name: corpus_shape
+select
+  (select count(*) from public.memories) as memories,
+  (select count(*) from auth.users) as users,
+  (select count(*) from public.teams) as teams,
+  (select count(*) from public.projects) as projects,
+  (select count(*) from public.team_members) as team_memberships,
+  (select count(*) from public.project_members) as project_memberships,
+  (select round(avg(n), 1) from (select count(*) n from public.project_members group by user_id) x)
+    as projects_per_user,
+  (select round(avg(n), 1) from (select count(*) n from public.team_members group by user_id) x)
+    as teams_per_user,
+  (select round(avg(n), 1) from (select count(*) n from public.project_members group by project_id) x)
+    as members_per_project,
+  (select jsonb_object_agg(scope, n) from (select scope, count(*) n from public.memories group by 1) x)
+    as by_scope,
+  (select jsonb_object_agg(kind, n) from (select kind, count(*) n from public.memories group by 1) x)
+    as by_kind,
+  (select count(*) from public.memories where invalidated_at is not null) as invalidated,
+  (select round(avg(array_length(regexp_split_to_array(title, '\s+'), 1)), 1) from public.memories)
+    as title_words_avg,
+  (select jsonb_build_object('min', min(length(body)), 'avg', round(avg(length(body))), 'max', max(length(body)))
+   from public.memories) as body_chars,
+  (select jsonb_build_object(
+     'p50', percentile_disc(0.5) within group (order by n),
+     'p95', percentile_disc(0.95) within group (order by n), 'max', max(n))
+   from (select count(*) n from public.memories where scope = 'project' group by project_id) x)
+    as memories_per_project,
+  (select jsonb_build_object(
+     'p50', percentile_disc(0.5) within group (order by n), 'max', max(n))
+   from (select count(*) n from public.memories where scope = 'team' group by team_id) x)
+    as memories_per_team,
+  (select jsonb_build_object(
+     'p50', percentile_disc(0.5) within group (order by n), 'max', max(n))
+   from (select count(*) n from public.memories where scope = 'personal' group by author_id) x)
+    as personal_memories_per_user,
+  (select count(*) from bench.vocab) as vocabulary,
+  pg_size_pretty(pg_table_size('public.memories')) as table_size,
+  pg_size_pretty(pg_indexes_size('public.memories')) as indexes_size;
+
+-- ============================================================================================
+-- Samples: who asks what, pinned how. Questions are the benchmark's own (roi.template_question),
+-- about live knowledge, asked by someone who can see it; drawn reproducibly from the seed.
+-- ============================================================================================
+
+-- name: recall_samples_project
+select m.id as memory_id, pm.user_id, m.project_id, null::uuid as team_id, false as personal_only,
+       roi.template_question(m.kind, m.title, m.body) as question,
+       (select count(*) from public.memories x
+        where x.scope = 'project' and x.invalidated_at is null and x.project_id = m.project_id) as layer_rows
+from (
+  select * from public.memories m
+  where m.scope = 'project' and m.invalidated_at is null and m.kind <> 'episode'
+  order by md5(m.id::text || %(seed)s::text) limit %(n)s
+) m
+cross join lateral (
+  select pm.user_id from public.project_members pm where pm.project_id = m.project_id
+  order by md5(pm.user_id::text || m.id::text) limit 1
+) pm;
+
+-- name: recall_samples_team
+select m.id as memory_id, tm.user_id, null::uuid as project_id, m.team_id, false as personal_only,
+       roi.template_question(m.kind, m.title, m.body) as question,
+       (select count(*) from public.memories x
+        where x.scope = 'team' and x.invalidated_at is null and x.team_id = m.team_id) as layer_rows
+from (
+  select * from public.memories m
+  where m.scope = 'team' and m.invalidated_at is null and m.kind <> 'episode'
+  order by md5(m.id::text || %(seed)s::text) limit %(n)s
+) m
+cross join lateral (
+  select tm.user_id from public.team_members tm where tm.team_id = m.team_id
+  order by md5(tm.user_id::text || m.id::text) limit 1
+) tm;
+
+-- name: recall_samples_personal
+select m.id as memory_id, m.author_id as user_id, null::uuid as project_id, null::uuid as team_id,
+       true as personal_only, roi.template_question(m.kind, m.title, m.body) as question,
+       (select count(*) from public.memories x
+        where x.scope = 'personal' and x.invalidated_at is null and x.author_id = m.author_id) as layer_rows
+from public.memories m
+where m.scope = 'personal' and m.invalidated_at is null and m.kind <> 'episode'
+order by md5(m.id::text || %(seed)s::text) limit %(n)s;
+
+-- name: recall
+select memory_id, kind, scope, title, body, score
+from public.recall(%(question)s, %(project_id)s, %(team_id)s, 10, %(personal_only)s);
+
+-- name: round_trip
+select 1;
+
+-- name: bench_owners
+select u.user_id from bench.user_roster u order by md5(u.user_id::text || %(seed)s::text) limit %(n)s;
+
+-- name: all_owners
+select u.user_id from bench.user_roster u order by u.n;
+
+-- name: benchmark_memory
+select public.benchmark_memory();
+
+-- What the owner's next run will recall (read as the bench's superuser, outside any run).
+-- name: active_probes
+select p.id, p.memory_id, p.question, p.pin_project_id as project_id, p.pin_team_id as team_id,
+       p.source_scope = 'personal' as personal_only
+from roi.probes p where p.owner_id = %(owner)s and p.state = 'active'
+order by p.id;
+
+-- ============================================================================================
+-- Upkeep
+-- ============================================================================================
+
+-- name: upkeep
+select roi.upkeep();
+
+-- name: upkeep_owner
+select roi.upkeep_owner(%(owner)s);
+
+-- Empty every pool (as rotation would, all at once) so the next cycle must refill them; then mark
+-- every owner dirty, which is what makes upkeep visit every owner with a pool.
+-- name: retire_all_probes
+update roi.probes set state = 'retired', retired_reason = 'rotated', retired_at = now()
+where state in ('pending', 'active');
+
+-- Retire the `k` longest-serving active probes of every owner, as one rotation per owner would.
+-- name: retire_some_probes
+with ranked as (
+  select p.id, row_number() over (partition by p.owner_id order by p.runs_served desc, p.activated_at, p.id) as r
+  from roi.probes p where p.state = 'active'
+)
+update roi.probes p set state = 'retired', retired_reason = 'rotated', retired_at = now()
+from ranked where ranked.id = p.id and ranked.r <= %(k)s;
+
+-- Projects to write into, one per write, each with a member to write as, the number of its members
+-- with a pool that is not full (the owners a cycle after an addition should visit) and with a pool
+-- at all (after an invalidation).
+-- name: write_targets
+select r.project_id, r.members[1] as author,
+       (select count(*) from unnest(r.members) m (u)
+        where exists (select from roi.probes p where p.owner_id = m.u)
+          and (select count(*) from roi.probes p where p.owner_id = m.u and p.state in ('pending', 'active'))
+              < (select s.pool_target from roi.settings s)) as open_pool_owners,
+       (select count(*) from unnest(r.members) m (u) where exists (select from roi.probes p where p.owner_id = m.u))
+         as pool_owners
+from bench.project_roster r
+where cardinality(r.members) > 0
+order by r.n
+limit %(n)s;
+
+-- One project memory, written as its author (the caller switched to them first).
+-- name: write_project_memory
+insert into public.memories (author_id, scope, project_id, kind, title, body)
+values (%(author)s, 'project', %(project_id)s, 'decision', %(title)s,
+        'A decision written while the bench measures upkeep, so the next cycle has something to do.');
+
+-- An invalidation, written as the author of the project's newest live memory of theirs (the caller
+-- switched to them first): it can retire probes, so every member with a pool is visited.
+-- name: invalidate_project_memory
+update public.memories set invalidated_at = now()
+where id = (select m.id from public.memories m
+            where m.project_id = %(project_id)s and m.author_id = %(author)s and m.invalidated_at is null
+            order by m.created_at desc limit 1);
+
+-- The distinct owners with a pool that is not full among the members of these projects.
+-- name: pool_owners_of_projects
+select count(distinct pm.user_id) from public.project_members pm
+where pm.project_id = any (%(projects)s) and exists (select from roi.probes p where p.owner_id = pm.user_id)
+  and (select count(*) from roi.probes p where p.owner_id = pm.user_id and p.state in ('pending', 'active'))
+      < (select s.pool_target from roi.settings s);
+
+-- The distinct owners with a pool, full or not, among the members of these projects.
+-- name: pool_owners_of_projects_any
+select count(distinct pm.user_id) from public.project_members pm
+where pm.project_id = any (%(projects)s) and exists (select from roi.probes p where p.owner_id = pm.user_id);
+
+-- name: pool_summary
+select count(distinct owner_id) as owners, count(*) filter (where state = 'active') as active,
+       count(*) filter (where state = 'pending') as pending
+from roi.probes;
+
+-- ============================================================================================
+-- Worker (issue 4): present once the verbs exist.
+-- ============================================================================================
+
+-- ============================================================================================
+-- EXPLAIN of what recall() runs inside: auto_explain logs nested statements to this client.
+-- ============================================================================================
+
+-- name: auto_explain_on
+load 'auto_explain';
+set auto_explain.log_min_duration = 0;
+set auto_explain.log_nested_statements = on;
+set auto_explain.log_analyze = on;
+set auto_explain.log_buffers = on;
+set auto_explain.log_timing = on;
+set auto_explain.log_level = notice;
+set client_min_messages = notice;
+
+-- ============================================================================================
+-- The worker's queue: runs of 20 judgments queued for many owners at once, as start_run() leaves
+-- them in LLM mode (the probes are synthetic: the worker never reads memories anyway).
+-- ============================================================================================
+
+-- name: seed_judgments
+with owners as (
+  select u.id from auth.users u order by u.id limit %(runs)s
+), new_runs as (
+  insert into roi.runs (owner_id, mode, probe_count)
+  select o.id, 'llm', %(per_run)s from owners o
+  returning id, owner_id
+), pending as (
+  insert into roi.pending_runs (run_id, owner_id, started_at)
+  select r.id, r.owner_id, now() from new_runs r
+), new_probes as (
+  insert into roi.probes (owner_id, memory_id, source_kind, source_scope, source_title, source_body,
+                          question, state, activated_at, question_embedding, question_embedding_model)
+  select r.owner_id, gen_random_uuid(), 'decision', 'personal', 'Bench decision ' || g,
+         'The body of bench decision ' || g || ': we chose the second option for its lower cost.',
+         'Which option did bench decision ' || g || ' choose?', 'active', now(),
+         -- embedded already, as the worker leaves the questions it writes: judgments only in the queue
+         array_fill(0.05::real, array[384])::extensions.vector, 'bench'
+  from new_runs r, generate_series(1, %(per_run)s) g
+  returning id, owner_id
+), snapshots as (
+  insert into roi.recalls (run_id, probe_id, owner_id, surfaced_ids, surfaced)
+  select r.id, p.id, p.owner_id, '{}', '[]' from new_probes p join new_runs r on r.owner_id = p.owner_id
+)
+insert into roi.work (kind, run_id, probe_id, owner_id)
+select 'judge', r.id, p.id, p.owner_id from new_probes p join new_runs r on r.owner_id = p.owner_id;
+
+-- name: queued_judgments
+select count(*) from roi.work where kind = 'judge';
+
+-- name: drain_span_ms
+select extract(epoch from max(v.recorded_at) - min(v.recorded_at)) * 1000, count(*)
+from roi.verdicts v where v.judged_by = 'llm' and v.recorded_at >= %(since)s;
+
+-- ============================================================================================
+-- Model latency with one worker process (issue 13): a 1-second model, 20 questions, 20 judgments.
+-- ============================================================================================
+
+-- name: latency_owner
+insert into auth.users (email) values ('latency-owner@bench.test') returning id;
+
+-- name: latency_memories
+insert into public.memories (author_id, scope, kind, title, body)
+select %(owner)s, 'personal', (array['decision', 'gotcha', 'convention'])[1 + i %% 3],
+       format('Latency fact %%s for the cache of service %%s', i, i),
+       format('Entries for service %%s expire after %%s minutes since incident %%s.', i, i + 5, i * 7)
+from generate_series(1, %(count)s) i;
+
+-- name: get_extractor
+select extractor from roi.settings;
+
+-- name: set_extractor
+update roi.settings set extractor = %(extractor)s;
+
+-- name: set_judge_checks
+-- Returns the settings it replaced, for the bench to put back.
+update roi.settings s set withheld_source_checks = %(withheld)s, order_checks = %(order)s
+from (select withheld_source_checks, order_checks from roi.settings) before
+returning before.withheld_source_checks, before.order_checks;
+
+-- name: active_probes_of
+select count(*) from roi.probes where owner_id = %(owner)s and state = 'active';
+
+-- name: run_closed
+select exists (select from roi.run_closures where run_id = %(run_id)s);
+
+-- Worker lanes that are connected and idle after looking for work: the worker is ready.
+-- name: idle_worker_lanes
+select count(*) from pg_stat_activity
+where usename = 'roi_worker' and state = 'idle' and query like '%%claim_work%%';
+-- The bundled hybrid recall, same sample, with a query vector (random unit, as the corpus's).
+-- name: recall_hybrid
+select memory_id, kind, scope, title, body, score
+from public.recall(%(question)s, %(project_id)s, %(team_id)s, 10, %(personal_only)s, %(embedding)s::extensions.vector);
+
+
+-- Recall quality (python/zm_roi/bench/recall_quality.py), run as the evaluation user.
+
+-- name: quality_memory_ids
+select m.id, p.name as project, m.title, m.body
+from public.memories m join public.projects p on p.id = m.project_id
+where m.author_id = %(user_id)s;
+
+-- name: quality_lexical_leg
+select memory_id, score from public.recall_lexical(%(question)s, %(project_id)s, null, %(count)s);
+
+-- The lexical leg as main ranked it before the title was weighted like the body (ts_rank's default
+-- weights: title 1.0, body 0.4), over the same pinned layer, for the side-by-side rows of the report.
+-- name: quality_lexical_leg_title_weighted
+select m.id, ts_rank(m.search, public.recall_query(%(question)s), 1) as score
+from public.memories m
+where m.scope = 'project' and m.project_id = %(project_id)s and m.invalidated_at is null
+  and m.search @@ public.recall_query(%(question)s)
+order by score desc, m.created_at desc, m.id
+limit %(count)s;
+
+-- The semantic leg alone, as the hybrid recall computes it: exact distances over the pinned layer.
+-- name: quality_semantic_leg
+select m.id, 1 - (m.embedding operator(extensions.<=>) %(embedding)s::extensions.vector) as similarity
+from public.memories m
+where m.scope = 'project' and m.project_id = %(project_id)s and m.invalidated_at is null and m.embedding is not null
+order by m.embedding operator(extensions.<=>) %(embedding)s::extensions.vector, m.created_at desc, m.id
+limit %(count)s;
+
+-- name: quality_hybrid
+select memory_id from public.recall(%(question)s, %(project_id)s, null, 10, false, %(embedding)s::extensions.vector);
+
+-- name: quality_templates
+select m.id, p.name as project, roi.template_question(m.kind, m.title, m.body) as question
+from public.memories m join public.projects p on p.id = m.project_id
+where m.author_id = %(user_id)s order by m.id;
+
+-- Pinned recall against the layer's size, on real text (python/zm_roi/bench/layers.py).
+
+-- name: layers_project_id
+select id from public.projects where name = %(name)s;
+
+-- name: layers_user_id
+select id from auth.users where email = %(email)s;
+
+-- name: layers_copy
+copy public.memories (author_id, project_id, kind, title, body, embedding, embedding_model, scope)
+from stdin;
+
+-- name: layers_template_question
+select roi.template_question(%(kind)s, %(title)s, %(body)s);
+
+-- Who the layer curve's recalls run as: the member's role and identity, so RLS applies.
+-- name: layers_caller
+select current_user || ' ' || coalesce(auth.uid()::text, 'no identity');
+
+-- name: layers_titles
+select id, title from public.memories where project_id = %(project_id)s;
+
+-- name: layers_lexical
+select memory_id from public.recall_lexical(%(question)s, %(project_id)s, null, 10);
+
+-- name: layers_hybrid
+select memory_id from public.recall(%(question)s, %(project_id)s, null, 10, false, %(embedding)s::extensions.vector);

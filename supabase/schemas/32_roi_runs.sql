@@ -1,0 +1,516 @@
+-- The current definitions, read top to bottom (supabase/schemas/*.sql in name order, after
+-- sql/supabase_compat.sql). supabase/migrations/ is the history that deploys them: a change goes
+-- here AND into a new migration (README, "Changing the schema"); tests/db/test_schema_files.py
+-- builds a database from each and prints any difference.
+--
+-- The ROI benchmark, part 3 of 5: runs. Closing a run (every verdict in, overdue, or left without
+-- a judge), which recall function the benchmark calls and with what arguments, roi.start_run (the
+-- recall of every active probe as the caller, snapshotted), the text-free recall outcomes a trigger
+-- copies from each snapshot, the advisory lock keys that serialise an owner and a run, the
+-- statistics the views report (Wilson bound, sign test), who judged a run, and the one entry point
+-- agents call, public.benchmark_memory().
+
+-- ============================================================================================
+-- Functions
+-- ============================================================================================
+
+-- Close a run whose every probe has a verdict. Serialised per run by an advisory lock, so the two
+-- workers recording the last two verdicts cannot both miss the moment.
+create function roi.close_run_if_done(target_run uuid) returns boolean
+  language plpgsql volatile security invoker set search_path = ''
+as $$
+declare
+  run roi.runs;
+begin
+  perform pg_advisory_xact_lock(roi.run_lock_key(target_run));
+  select * into run from roi.runs r where r.id = target_run;
+  if run.id is null or exists (select from roi.run_closures c where c.run_id = target_run) then
+    return false;
+  end if;
+  if (select count(*) from roi.verdicts v where v.run_id = target_run) < run.probe_count then
+    return false;
+  end if;
+  insert into roi.run_closures (run_id, owner_id, reason) values (target_run, run.owner_id, 'complete')
+  on conflict (run_id) do nothing;
+  update roi.pending_runs pr set closed = true where pr.run_id = target_run;
+  delete from roi.work w where w.run_id = target_run and w.kind = 'judge';
+  return true;
+end
+$$;
+
+-- Close a run past the timeout: the probes still unjudged are recorded as skipped, and the run
+-- counts what was judged. Used by benchmark_memory() for the caller and by upkeep for everyone.
+create function roi.close_overdue_run(target_run uuid) returns boolean
+  language plpgsql volatile security invoker set search_path = ''
+as $$
+declare
+  run roi.runs;
+begin
+  perform pg_advisory_xact_lock(roi.run_lock_key(target_run));
+  select * into run from roi.runs r where r.id = target_run;
+  if run.id is null or exists (select from roi.run_closures c where c.run_id = target_run)
+     or run.started_at > clock_timestamp() - (select s.run_timeout from roi.settings s) then
+    return false;
+  end if;
+  insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, skipped, skip_reason, judged_by)
+  select rc.run_id, rc.probe_id, rc.owner_id, p.memory_id, true, 'timeout', 'timeout'
+  from roi.recalls rc
+  join roi.probes p on p.id = rc.probe_id
+  where rc.run_id = target_run
+  on conflict (run_id, probe_id) do nothing;
+  insert into roi.run_closures (run_id, owner_id, reason) values (target_run, run.owner_id, 'timeout')
+  on conflict (run_id) do nothing;
+  update roi.pending_runs pr set closed = true where pr.run_id = target_run;
+  delete from roi.work w where w.run_id = target_run and w.kind = 'judge';
+  return true;
+end
+$$;
+
+-- Deterministic mode: an open LLM run of the caller has no judge coming. Its unjudged probes are
+-- recorded as skipped ('mode_changed') and the run closes now, counting what the model did judge, so
+-- the same benchmark call starts a deterministic run. False (nothing done) in LLM mode or for a
+-- deterministic run.
+create function roi.close_run_left_without_judge(target_run uuid) returns boolean
+  language plpgsql volatile security invoker set search_path = ''
+as $$
+begin
+  if (select s.extractor from roi.settings s) <> 'deterministic'
+     or not exists (select from roi.runs r where r.id = target_run and r.mode = 'llm') then
+    return false;
+  end if;
+  perform pg_advisory_xact_lock(roi.run_lock_key(target_run));
+  insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, skipped, skip_reason, judged_by)
+  select rc.run_id, rc.probe_id, rc.owner_id, p.memory_id, true, 'mode_changed', 'deterministic'
+  from roi.recalls rc
+  join roi.probes p on p.id = rc.probe_id
+  where rc.run_id = target_run
+  on conflict (run_id, probe_id) do nothing;
+  return roi.close_run_if_done(target_run);
+end
+$$;
+
+-- Resolve SCHEMA.NAME to the recall function the benchmark may call, or raise why not, in one line.
+-- The contract: SECURITY INVOKER; arguments (text, uuid, uuid, integer, boolean), optionally followed
+-- by a query embedding (extensions.vector); a set whose columns include memory_id, title, body and
+-- score, in rank order. When both forms exist, the one that takes an embedding is chosen. (A
+-- deployment that already has a search function points the benchmark at it.)
+create function roi.resolve_recall_function(name text) returns regprocedure
+  language plpgsql stable security invoker set search_path = ''
+as $$
+declare
+  parts text[];
+  chosen record;
+  base constant text[] := array['text', 'uuid', 'uuid', 'integer', 'boolean'];
+begin
+  begin
+    parts := parse_ident(coalesce(name, ''));
+  exception when others then
+    parts := null;
+  end;
+  if parts is null or cardinality(parts) <> 2 then
+    raise exception 'give the recall function as SCHEMA.NAME (e.g. public.recall), not %', coalesce(name, 'nothing')
+      using errcode = '22023';
+  end if;
+  if not exists (select from pg_catalog.pg_proc p join pg_catalog.pg_namespace s on s.oid = p.pronamespace
+                 where s.nspname = parts[1] and p.proname = parts[2]) then
+    raise exception 'no function %.% in this database', parts[1], parts[2] using errcode = '42883';
+  end if;
+  select c.* into chosen
+  from (
+    select p.oid, p.prosecdef, p.proretset, p.pronargs,
+           array(select t::regtype::text from unnest(p.proargtypes::oid[]) with ordinality u (t, o) order by o)
+             as args,
+           array(select a.n from unnest(p.proargnames, p.proargmodes::text[]) as a (n, m) where a.m in ('t', 'o'))
+             as outputs
+    from pg_catalog.pg_proc p
+    join pg_catalog.pg_namespace s on s.oid = p.pronamespace
+    where s.nspname = parts[1] and p.proname = parts[2]
+  ) c
+  where c.args = base or c.args = base || 'extensions.vector'::text
+  order by c.pronargs desc
+  limit 1;
+  if not found then
+    raise exception '%.% must take (query text, project_id uuid, team_id uuid, match_count integer, personal_only boolean[, query_embedding extensions.vector])',
+      parts[1], parts[2] using errcode = '42883';
+  end if;
+  if chosen.prosecdef then
+    raise exception '%.% is SECURITY DEFINER: the benchmark only calls SECURITY INVOKER recall, so that every recall runs as the user under RLS',
+      parts[1], parts[2] using errcode = '42501';
+  end if;
+  if not chosen.proretset or not chosen.outputs @> array['memory_id', 'title', 'body', 'score'] then
+    raise exception '%.% must return a table with at least memory_id, title, body and score, best first',
+      parts[1], parts[2] using errcode = '42804';
+  end if;
+  return chosen.oid::regprocedure;
+end
+$$;
+
+-- `zm-roi configure --recall-function`: validate, then store. Operators only (no grant).
+create function roi.configure_recall(name text) returns text
+  language plpgsql volatile security invoker set search_path = ''
+as $$
+declare
+  resolved regprocedure := roi.resolve_recall_function(name);
+begin
+  update roi.settings set recall_function = resolved::text;
+  return resolved::text;
+end
+$$;
+
+-- One recall through the configured function, as the caller, in its rank order. The function is
+-- re-checked on every call (it may have been replaced by a SECURITY DEFINER one since configure) and
+-- called dynamically; its rows go through jsonb so that kind and scope may be absent.
+create function roi.configured_recall(question text, pin_project uuid, pin_team uuid, match_count integer,
+  personal_only boolean, question_embedding extensions.vector)
+  returns table (memory_id uuid, kind text, scope text, title text, body text, score real, rank bigint)
+  language plpgsql stable security invoker set search_path = ''
+as $$
+declare
+  configured text;
+  takes_embedding boolean;
+  fn regprocedure;
+  target record;
+begin
+  select s.recall_function, s.recall_takes_embedding into configured, takes_embedding from roi.settings s;
+  fn := to_regprocedure(configured);
+  if fn is null then
+    raise exception 'the configured recall function % no longer exists: zm-roi configure --recall-function public.recall',
+      configured using errcode = '42883';
+  end if;
+  select s.nspname, p.proname, p.prosecdef into target
+  from pg_catalog.pg_proc p join pg_catalog.pg_namespace s on s.oid = p.pronamespace
+  where p.oid = fn;
+  if target.prosecdef then
+    raise exception 'the configured recall function % is SECURITY DEFINER: refusing to run it', configured
+      using errcode = '42501';
+  end if;
+  if fn = 'public.recall(text,uuid,uuid,integer,boolean,extensions.vector)'::regprocedure then
+    -- The bundled recall, statically: its plan is cached for the session (dynamic SQL plans every call).
+    return query
+      select r.memory_id, r.kind, r.scope, r.title, r.body, r.score, r.n
+      from public.recall(question, pin_project, pin_team, match_count, personal_only, question_embedding)
+        with ordinality as r (memory_id, kind, scope, title, body, score, n)
+      order by r.n;
+    return;
+  end if;
+  return query execute format(
+    'select (f.j ->> ''memory_id'')::uuid, f.j ->> ''kind'', f.j ->> ''scope'', f.j ->> ''title'',
+            f.j ->> ''body'', (f.j ->> ''score'')::real, f.n
+     from (select to_jsonb(r) as j, r.ordinality as n from %I.%I($1, $2, $3, $4, $5%s) with ordinality r) f
+     order by f.n',
+    target.nspname, target.proname, case when takes_embedding then ', $6' else '' end)
+  using question, pin_project, pin_team, match_count, personal_only, question_embedding;
+end
+$$;
+
+-- Recall every active probe as the caller under its pin, through the configured recall, snapshot
+-- what surfaced, and either record strict verdicts at once (deterministic) or queue one judgment per
+-- probe (LLM). The run records which recall produced it and its questions' embedding model. A
+-- deterministic run is judged and closed before this returns, so it is never pending (no
+-- pending_runs row is written only to be deleted); benchmark_memory() rotates after it at once.
+create function roi.start_run(mode text) returns jsonb
+  language plpgsql volatile security invoker set search_path = ''
+as $$
+declare
+  new_run uuid;
+  run_started timestamptz;
+  probe_total integer;
+  question_model text;
+  judged integer;
+begin
+  select count(*), mode() within group (order by p.question_embedding_model)
+  into probe_total, question_model
+  from roi.probes p where p.owner_id = (select auth.uid()) and p.state = 'active';
+  -- clock_timestamp(), not now(): runs started in one transaction still order by when they began.
+  insert into roi.runs (owner_id, mode, probe_count, started_at, recall_function, embedding_model)
+  values ((select auth.uid()), mode, probe_total, clock_timestamp(),
+          (select s.recall_function from roi.settings s),
+          case when (select s.recall_takes_embedding from roi.settings s) then question_model end)
+  returning id, started_at into new_run, run_started;
+  if mode <> 'deterministic' then
+    insert into roi.pending_runs (run_id, owner_id, started_at) values (new_run, (select auth.uid()), run_started);
+  end if;
+
+  insert into roi.recalls (run_id, probe_id, owner_id, surfaced_ids, surfaced)
+  select new_run, p.id, p.owner_id,
+         coalesce(array_agg(r.memory_id order by r.rank) filter (where r.memory_id is not null), '{}'),
+         coalesce(jsonb_agg(jsonb_build_object(
+           'rank', r.rank, 'memory_id', r.memory_id, 'kind', r.kind, 'scope', r.scope,
+           'title', r.title, 'body', r.body, 'score', r.score) order by r.rank)
+           filter (where r.memory_id is not null), '[]')
+  from roi.probes p
+  left join lateral roi.configured_recall(p.question, p.pin_project_id, p.pin_team_id, 10,
+                                          p.source_scope = 'personal', p.question_embedding) r on true
+  where p.owner_id = (select auth.uid()) and p.state = 'active'
+  group by p.id, p.owner_id;
+
+  update roi.probes p set runs_served = p.runs_served + 1
+  where p.owner_id = (select auth.uid()) and p.state = 'active';
+
+  if mode = 'deterministic' then
+    insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, with_memory, without_memory, judged_by)
+    select rc.run_id, rc.probe_id, rc.owner_id, p.memory_id, p.memory_id = any (rc.surfaced_ids), false,
+           'deterministic'
+    from roi.recalls rc join roi.probes p on p.id = rc.probe_id
+    where rc.run_id = new_run;
+    get diagnostics judged = row_count;
+    -- Every probe of the run has its verdict: the run is complete (roi.close_run_if_done's test,
+    -- without its lock, its recount or a judging queue to clear, none of which a run nobody else
+    -- can see yet needs).
+    if judged >= probe_total then
+      insert into roi.run_closures (run_id, owner_id, reason) values (new_run, (select auth.uid()), 'complete');
+    else
+      perform roi.close_run_if_done(new_run);
+    end if;
+  else
+    insert into roi.work (kind, run_id, probe_id, owner_id)
+    select 'judge', rc.run_id, rc.probe_id, rc.owner_id from roi.recalls rc where rc.run_id = new_run;
+    perform pg_notify('roi_work', 'judge');
+  end if;
+  return jsonb_build_object('status', 'started', 'run_id', new_run, 'probes', probe_total);
+end
+$$;
+
+-- After recalls are recorded: keep the text-free outcome of each (source rank, kind, scope), and in
+-- LLM mode queue the run's checks of the judge, each on probes picked at random: up to
+-- roi.settings.closed_book_checks closed-book spot-checks, withheld_source_checks leniency checks (among
+-- probes whose source surfaced) and order_checks order checks (among probes with 2 or more results).
+-- Runs as whoever recorded the recalls (the owner, inside the benchmark).
+create function roi.note_recall_outcomes() returns trigger
+  language plpgsql security invoker set search_path = ''
+as $$
+declare
+  config roi.settings;
+  queued integer;
+begin
+  select * into config from roi.settings;
+  insert into roi.recall_outcomes (run_id, probe_id, owner_id, source_kind, source_scope, source_rank,
+                                   question_origin)
+  select n.run_id, n.probe_id, n.owner_id, p.source_kind, p.source_scope,
+         array_position(n.surfaced_ids, p.memory_id), p.question_origin
+  from recorded n join roi.probes p on p.id = n.probe_id
+  on conflict (run_id, probe_id) do nothing;
+
+  if config.closed_book_checks > 0 then
+    insert into roi.work (kind, run_id, probe_id, owner_id)
+    select 'closed_book', x.run_id, x.probe_id, x.owner_id
+    from (
+      select n.run_id, n.probe_id, n.owner_id,
+             row_number() over (partition by n.run_id order by random()) as pick,
+             (select count(*) from roi.work q where q.run_id = n.run_id and q.kind = 'closed_book')
+               + (select count(*) from roi.closed_book_results b where b.run_id = n.run_id) as already
+      from recorded n join roi.runs r on r.id = n.run_id
+      where r.mode = 'llm'
+    ) x
+    where x.pick + x.already <= config.closed_book_checks
+    on conflict do nothing;
+    get diagnostics queued = row_count;
+    if queued > 0 then
+      perform pg_notify('roi_work', 'closed_book');
+    end if;
+  end if;
+
+  if config.withheld_source_checks > 0 or config.order_checks > 0 then
+    insert into roi.work (kind, run_id, probe_id, owner_id)
+    select x.kind, x.run_id, x.probe_id, x.owner_id
+    from (
+      select c.kind, c.wanted, n.run_id, n.probe_id, n.owner_id,
+             row_number() over (partition by c.kind, n.run_id order by random()) as pick,
+             (select count(*) from roi.work q where q.run_id = n.run_id and q.kind = c.kind)
+               + (select count(*) from roi.judge_check_results j where j.run_id = n.run_id and j.kind = c.kind)
+               as already
+      from recorded n
+      join roi.runs r on r.id = n.run_id
+      join roi.probes p on p.id = n.probe_id
+      cross join (values ('judge_withheld', config.withheld_source_checks),
+                         ('judge_reversed', config.order_checks)) c (kind, wanted)
+      where r.mode = 'llm' and c.wanted > 0
+        and case c.kind when 'judge_withheld' then p.memory_id = any (n.surfaced_ids)
+                        else cardinality(n.surfaced_ids) >= 2 end
+    ) x
+    where x.pick + x.already <= x.wanted
+    on conflict do nothing;
+    get diagnostics queued = row_count;
+    if queued > 0 then
+      perform pg_notify('roi_work', 'judge_check');
+    end if;
+  end if;
+  return null;
+end
+$$;
+
+-- The advisory lock key that serialises everything done to one owner's pool and runs.
+create function roi.owner_lock_key(owner uuid) returns bigint
+  language sql immutable security invoker set search_path = ''
+as $$
+  select hashtextextended('roi.benchmark:' || owner::text, 0)
+$$;
+
+-- The advisory lock key that serialises closing one run (its last verdicts, its timeout, a switch of
+-- mode), so that two closers cannot both miss the moment or both close it.
+create function roi.run_lock_key(run uuid) returns bigint
+  language sql immutable security invoker set search_path = ''
+as $$
+  select hashtextextended('roi.run:' || run::text, 0)
+$$;
+
+-- Record whether the recall being configured takes the query embedding, once, where recall_function
+-- is written (`zm-roi configure`, or an operator's update): every run reads the answer.
+create function roi.note_recall_takes_embedding() returns trigger
+  language plpgsql security invoker set search_path = ''
+as $$
+begin
+  new.recall_takes_embedding := coalesce(
+    (select p.pronargs = 6 and p.proargtypes[5] = 'extensions.vector'::regtype
+     from pg_catalog.pg_proc p where p.oid = to_regprocedure(new.recall_function)), false);
+  return new;
+end
+$$;
+
+-- Wait up to roi.settings.owner_lock_wait (default 30 seconds) for the owner's lock: a concurrent
+-- call finishes well within that, and a caller should hear `in_progress` rather than hang behind
+-- something stuck. A setting, so a deployment can tune it and tests need not wait half a minute.
+create function roi.wait_for_owner_lock(lock_key bigint) returns boolean
+  language plpgsql volatile security invoker set search_path = ''
+as $$
+declare
+  previous text := current_setting('lock_timeout');
+  wait_ms bigint;
+begin
+  select greatest(1, (extract(epoch from s.owner_lock_wait) * 1000)::bigint) into wait_ms from roi.settings s;
+  perform set_config('lock_timeout', coalesce(wait_ms, 30000) || 'ms', true);
+  perform pg_advisory_xact_lock(lock_key);
+  perform set_config('lock_timeout', previous, true);
+  return true;
+exception when lock_not_available then
+  return false;
+end
+$$;
+
+-- The caller's open run (no closure yet), if any.
+create function roi.open_run() returns roi.runs
+  language sql stable security invoker set search_path = ''
+as $$
+  select r.* from roi.pending_runs pr join roi.runs r on r.id = pr.run_id
+  where pr.owner_id = (select auth.uid()) and not pr.closed
+  order by pr.started_at desc
+  limit 1
+$$;
+
+-- Wilson score interval (95%) for k successes in n trials: honest error bars for 20 probes.
+create function roi.wilson_bound(k bigint, n bigint, upper_bound boolean) returns numeric
+  language sql immutable security invoker set search_path = ''
+as $$
+  select round(greatest(0, least(1,
+           (p + z * z / (2 * t)
+             + (case when upper_bound then 1 else -1 end) * z * sqrt(p * (1 - p) / t + z * z / (4 * t * t)))
+           / (1 + z * z / t))), 4)
+  from (select k::numeric / n as p, 1.96::numeric as z, n::numeric as t where n > 0) w
+$$;
+
+-- Two-sided exact sign test on the discordant pairs of a paired comparison (this run against the
+-- owner's previous one): the chance, with no real change, of a split at least this lopsided. Null
+-- when there is no discordant pair.
+create function roi.sign_test_p(improved bigint, regressed bigint) returns numeric
+  language plpgsql immutable security invoker set search_path = ''
+as $$
+declare
+  n integer := improved + regressed;
+  k integer := least(improved, regressed);
+  term numeric := 1;
+  tail numeric := 1;
+begin
+  if n is null or n = 0 then
+    return null;
+  end if;
+  for i in 1..k loop
+    term := term * (n - i + 1) / i;  -- C(n, i), exact: C(n, i-1) * (n-i+1) is divisible by i
+    tail := tail + term;
+  end loop;
+  return round(least(1, 2 * tail / power(2::numeric, n)), 4);
+end
+$$;
+
+-- A run's judge fingerprint: who decided its verdicts. Deterministic runs are judged by the strict
+-- retrieval check; an LLM run by the distinct fingerprints its verdicts were recorded with (two, joined
+-- by ' + ', when the worker's judge changed mid-run); null while no verdict is in.
+create function roi.run_judge_fingerprint(target_run uuid, run_mode text) returns text
+  language sql stable security invoker set search_path = ''
+as $$
+  select case when run_mode = 'deterministic' then 'deterministic:retrieval-check'
+              else (select string_agg(j.judge_fingerprint, ' + ' order by j.judge_fingerprint)
+                    from roi.run_judges j where j.run_id = target_run) end
+$$;
+
+-- The benchmark, called by the MCP tool through the Data API as the signed-in user. SECURITY
+-- INVOKER: every recall runs as the caller with RLS applied. One run per owner at a time: a
+-- transaction-scoped advisory lock serialises concurrent calls, and an open run is the durable
+-- guard that makes a later call answer `in_progress` (unless it is overdue, or an LLM run left
+-- without a judge in deterministic mode: either is closed and a new run starts). After a completed
+-- run the pool rotates and tops up before the call returns, in both modes (roi.rotate_completed_runs):
+-- the run it just judged (deterministic), an LLM run the worker closed since the last call. JIT off: its
+-- statements are short, and their estimates grow with the tables, not with their work.
+create function public.benchmark_memory() returns jsonb
+  language plpgsql volatile security invoker set search_path = '' set jit = off
+as $$
+declare
+  caller uuid := auth.uid();
+  lock_key bigint;
+  newest_before uuid;
+  running roi.runs;
+  config roi.settings;
+  counts record;
+  result jsonb;
+begin
+  if caller is null or coalesce(auth.role(), '') <> 'authenticated' then
+    raise exception 'benchmark_memory() needs a signed-in user: call it with the user''s access token'
+      using errcode = '28000';
+  end if;
+  lock_key := roi.owner_lock_key(caller);
+  perform roi.open_gate();
+
+  -- A concurrent call for the same owner: wait for it (briefly), then report the run it started.
+  if not pg_try_advisory_xact_lock(lock_key) then
+    select r.id into newest_before from roi.runs r
+    where r.owner_id = caller order by r.started_at desc limit 1;
+    if not roi.wait_for_owner_lock(lock_key) then
+      perform roi.close_gate();
+      return jsonb_build_object('status', 'in_progress', 'run_id', newest_before);
+    end if;
+    select r.* into running from roi.runs r
+    where r.owner_id = caller order by r.started_at desc limit 1;
+    if running.id is distinct from newest_before then
+      perform roi.close_gate();
+      return jsonb_build_object('status', 'in_progress', 'run_id', running.id);
+    end if;
+  end if;
+
+  running := roi.open_run();
+  if running.id is not null and not roi.close_overdue_run(running.id)
+     and not roi.close_run_left_without_judge(running.id) then
+    perform roi.close_gate();
+    return jsonb_build_object('status', 'in_progress', 'run_id', running.id);
+  end if;
+
+  select * into config from roi.settings;
+  perform roi.retire_unreachable_probes();
+  if config.extractor = 'llm' then
+    perform roi.hand_template_questions_to_writer();
+  end if;
+  perform roi.top_up_pool();
+  select * into counts from roi.pool_counts();
+
+  if counts.active = 0 and counts.pending = 0 then
+    result := jsonb_build_object('status', 'empty', 'message',
+      'No live decision, gotcha or convention memory is visible to you yet: store some knowledge first.');
+  elsif counts.pending > 0 and counts.active < config.pool_target then
+    result := jsonb_build_object('status', 'generating', 'ready', counts.active,
+                                 'target', counts.active + counts.pending);
+  else
+    result := roi.start_run(config.extractor);
+  end if;
+  perform roi.rotate_completed_runs((result ->> 'run_id')::uuid);
+  perform roi.close_gate();
+  return result;
+end
+$$;
