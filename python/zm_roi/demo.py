@@ -90,9 +90,11 @@ def ask_agent_tool(token: str) -> dict:
 
 
 def drain_worker() -> None:
-    """Let the worker do what is queued: questions and verdicts (LLM mode), question embeddings."""
-    done = subprocess.run([sys.executable, "-m", "zm_roi.cli", "worker", "--once"])
+    """Let the worker do what is queued: questions and verdicts (LLM mode), question embeddings. Its log
+    (a line per row) is shown only when it fails: the demo's steps are what the reader follows."""
+    done = subprocess.run([sys.executable, "-m", "zm_roi.cli", "worker", "--once"], capture_output=True, text=True)
     if done.returncode != 0:
+        sys.stderr.write(done.stdout + done.stderr)
         raise UserError(
             "the worker could not do LLM mode's work (its reason is above): fix that and run the demo again, "
             "or use the offline mode: `zm-roi configure --extractor deterministic`"

@@ -47,6 +47,8 @@ def demo(env) -> str:
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "Traceback" not in result.stderr
+    # The worker's log (a line per embedded question) stays out of the steps the reader follows.
+    assert "zm-roi worker:" not in result.stdout + result.stderr
     return result.stdout
 
 
