@@ -21,7 +21,7 @@ def test_deterministic_mode_takes_over_probes_left_pending_by_llm_mode(db_url, e
         assert benchmark(db_url, user_id)["status"] == "generating"
         set_mode(db_url, "deterministic")
         started = benchmark(db_url, user_id)
-        # Read before the context switches back to LLM mode, which hands template questions back.
+        # Read while in deterministic mode: in LLM mode the owner's next call hands template questions back.
         with psycopg.connect(db_url) as conn:
             questions = conn.execute(
                 "select question from roi.probes where owner_id = %s and state = 'active' order by question",

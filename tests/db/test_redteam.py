@@ -152,8 +152,9 @@ def scene(request, cluster):
     db_url = cluster.url()
     sentinel = f"SENTINEL{uuid.uuid4().hex}"
     if request.param == "deterministic":
-        # Held for the whole scene: back in LLM mode the template questions go to the writer
-        # (roi.hand_template_questions_to_writer), and the owner would have no question left to hide.
+        # Held for the whole scene, so it is read in the mode it was made in: in LLM mode any call of
+        # the owner's would hand the template questions to the writer (roi.hand_template_questions_to_writer)
+        # and leave no question to hide.
         held = extractor(db_url, "deterministic")
         held.__enter__()
         request.addfinalizer(lambda: held.__exit__(None, None, None))
