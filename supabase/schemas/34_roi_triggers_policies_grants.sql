@@ -151,7 +151,7 @@ grant execute on function roi.inside_benchmark(), roi.open_gate(), roi.close_gat
   roi.never_probed_knowledge(integer), roi.take_over_pending_probes(), roi.top_up_pool(),
   roi.rotate_and_top_up(uuid), roi.rotate_completed_runs(uuid), roi.retire_longest_serving(uuid, integer),
   roi.refill_pool(public.memories[]), roi.close_run_if_done(uuid), roi.close_overdue_run(uuid),
-  roi.close_run_left_without_judge(uuid),
+  roi.close_run_left_without_judge(uuid), roi.record_run_closure(uuid, text, text, text),
   roi.configured_recall(text, uuid, uuid, integer, boolean, extensions.vector), roi.start_run(text),
   roi.open_run(), roi.owner_lock_key(uuid), roi.run_lock_key(uuid), roi.wait_for_owner_lock(bigint),
   roi.wilson_bound(bigint, bigint, boolean), roi.sign_test_p(bigint, bigint),

@@ -702,8 +702,8 @@ grant execute on function roi.claim_work(), roi.release_work(bigint, integer, te
   roi.settle_judgment(bigint, boolean, boolean, real, text), roi.record_closed_book(uuid, uuid, boolean),
   roi.judge_check_surfaced(text, jsonb, uuid, text), roi.record_judge_check(uuid, uuid, text, boolean, boolean),
   roi.record_usage(uuid, text, text, uuid, uuid, integer, integer, boolean, numeric),
-  roi.owner_provider_key(uuid, text, text), roi.close_run_if_done(uuid), roi.run_lock_key(uuid),
-  roi.template_question(text, text, text)
+  roi.owner_provider_key(uuid, text, text), roi.close_run_if_done(uuid),
+  roi.record_run_closure(uuid, text, text, text), roi.run_lock_key(uuid), roi.template_question(text, text, text)
   to roi_worker;
 
 revoke all on roi.deployment_token_totals from public, anon, authenticated;
