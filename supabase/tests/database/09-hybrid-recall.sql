@@ -107,7 +107,7 @@ select throws_ok($$select roi.configure_recall('public.hybrid_test_columns')$$, 
 select throws_ok($$select roi.configure_recall('public.no_such_recall')$$, '42883', null,
   'configure refuses a missing function');
 select is((select recall_function from roi.settings),
-  'public.recall(text,uuid,uuid,integer,boolean,extensions.vector)',
+  'public.recall(text,uuid,uuid,integer,boolean,extensions.vector,extensions.vector)',
   'a refused function leaves the setting unchanged');
 
 select is(roi.configure_recall('public.hybrid_test_nothing'),
@@ -121,7 +121,7 @@ select results_eq(
   'the run called the configured recall (nothing surfaced, so no question is answered with memory) and says so');
 
 select tests.clear_authentication();
-select is(roi.configure_recall('public.recall'), 'public.recall(text,uuid,uuid,integer,boolean,extensions.vector)',
+select is(roi.configure_recall('public.recall'), 'public.recall(text,uuid,uuid,integer,boolean,extensions.vector,extensions.vector)',
   '--recall-function public.recall goes back to the bundled hybrid recall');
 
 -- A configured function replaced by a definer one after configure is refused at run time.
