@@ -33,8 +33,8 @@ RRF_K = 50  # the two-leg configuration before the third leg
 LEGS: dict[int, list] = {}  # raw legs per question set, for --dump
 WEIGHTS = (0.5, 1.0, 1.5, 2.0, 3.0)  # semantic weight, lexical fixed at 1.0 (two legs)
 # The three-leg grid: k, then the lexical, e5 and MiniLM weights.
-GRID_K = (10, 20, 30, 50)
-GRID_WEIGHTS = (0.5, 1.0, 1.5, 2.0)
+GRID_K = (5, 10, 20, 30, 50)
+GRID_WEIGHTS = (0.5, 1.0, 1.25, 1.5, 2.0)
 GRID: dict[str, dict] = {}  # per question set: (k, weights) -> ranks
 
 

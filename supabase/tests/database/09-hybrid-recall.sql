@@ -128,7 +128,7 @@ select is(roi.configure_recall('public.recall'), 'public.recall(text,uuid,uuid,i
 select roi.configure_recall('public.hybrid_test_nothing');
 alter function public.hybrid_test_nothing(text, uuid, uuid, integer, boolean) security definer;
 select tests.authenticate_as('alice@hybrid.test');
-select throws_ok($$select * from roi.configured_recall('x', null, null, 10, false, null)$$, '42501', null,
+select throws_ok($$select * from roi.configured_recall('x', null, null, 10, false, null, null)$$, '42501', null,
   'a configured recall that became SECURITY DEFINER is refused when called');
 
 -- roi_embedder reaches only what it embeds.
