@@ -90,6 +90,17 @@ create index memories_team_embedding_idx on public.memories (team_id)
   include (scope, project_id, author_id, created_at, id, embedding)
   where invalidated_at is null and scope = 'team' and embedding is not null;
 
+-- The same for the third leg's vectors (MiniLM), for the same reason and at the same price.
+create index memories_personal_embedding_minilm_idx on public.memories (author_id)
+  include (scope, project_id, team_id, created_at, id, embedding_minilm)
+  where invalidated_at is null and scope = 'personal' and embedding_minilm is not null;
+create index memories_project_embedding_minilm_idx on public.memories (project_id)
+  include (scope, team_id, author_id, created_at, id, embedding_minilm)
+  where invalidated_at is null and scope = 'project' and embedding_minilm is not null;
+create index memories_team_embedding_minilm_idx on public.memories (team_id)
+  include (scope, project_id, author_id, created_at, id, embedding_minilm)
+  where invalidated_at is null and scope = 'team' and embedding_minilm is not null;
+
 -- ============================================================================================
 -- Functions
 -- ============================================================================================
@@ -194,15 +205,18 @@ begin
 end
 $$;
 
--- The bundled recall: the contract's five arguments plus an optional query embedding (the documented
--- extension of the contract). Without an embedding, or for a caller with no identity and no pin
--- (maintenance: exact distances over a whole corpus are not a read path), it is the lexical recall.
--- With one, two legs over the layers the lexical recall reads, each from its covering indexes alone
+-- The bundled recall: the contract's five arguments plus two optional query embeddings (the documented
+-- extension of the contract): the first model's (`embedding`) and MiniLM's (`embedding_minilm`).
+-- Without an embedding, or for a caller with no identity and no pin (maintenance: exact distances over
+-- a whole corpus are not a read path), it is the lexical recall. With one or both, the lexical leg
+-- plus a semantic leg per embedding given (a leg whose embedding is null is left out, so a deployment
+-- with one hosted model fuses two legs), over the layers the lexical recall reads, each from its
+-- covering indexes alone
 -- (index-only scans: id, created_at and the leg's rank): the lexical leg's arms are recall_lexical's
--- (written twice, held equal by tests/db/test_schema_files.py), ranked by ts_rank; the semantic leg ranks the embedded memories by exact cosine distance. Each
--- keeps its best 2 × match_count, reciprocal rank fusion (k = 50, as Supabase's hybrid_search) adds
--- weight / (k + rank) per leg (weights 1 lexical, 1.5 semantic, tuned on paraphrased questions:
--- bench/README.md, "Hybrid recall"), and only the best match_count rows are read from the table for
+-- (written twice, held equal by tests/db/test_schema_files.py), ranked by ts_rank; the semantic legs
+-- rank the embedded memories by exact cosine distance (`minilm` on the second column). Each keeps its
+-- best 2 × match_count, reciprocal rank fusion adds weight / (k + rank) per leg (k and the three
+-- weights chosen on paraphrased questions: bench/README.md, "Three legs"), and only the best match_count rows are read from the table for
 -- their text. (Calling recall_lexical for the lexical leg instead cost a fifth more: its text fetch
 -- of 2 × match_count rows, then this one's.) Planned per call, unlike recall_lexical: a generic plan
 -- estimates the pinned layers at a share of the table, and where one project holds most of the
@@ -214,15 +228,19 @@ create function public.recall(
   team_id uuid default null,
   match_count integer default 10,
   personal_only boolean default false,
-  query_embedding extensions.vector default null
+  query_embedding extensions.vector default null,
+  query_embedding_minilm extensions.vector default null
 ) returns table (memory_id uuid, kind text, scope text, title text, body text, score real)
   language plpgsql stable security invoker set search_path = '' set plan_cache_mode = force_custom_plan
   set jit = off
 as $$
 declare
-  rrf_k constant integer := 50;
+  -- Chosen on the paraphrased questions with all three legs (bench/README.md, "Three legs"): a small k
+  -- lets a leg's first ranks count, and the two embedding legs weigh alike, a quarter above the lexical.
+  rrf_k constant integer := 5;
   lexical_weight constant real := 1.0;
-  semantic_weight constant real := 1.5;
+  semantic_weight constant real := 1.25;
+  minilm_weight constant real := 1.25;
   -- recall_lexical's ranking weights: the title weighted like the body.
   weights constant real[] := '{0.1, 0.2, 0.4, 0.4}';
   tsq tsquery := public.recall_query(coalesce(query, ''));
@@ -232,7 +250,7 @@ declare
   teams uuid[];
   wanted integer := greatest(least(coalesce(match_count, 10), 100), 0);
 begin
-  if query_embedding is null or (unpinned and caller is null) then
+  if (query_embedding is null and query_embedding_minilm is null) or (unpinned and caller is null) then
     return query select * from public.recall_lexical(query, recall.project_id, recall.team_id, match_count,
                                                       personal_only);
     return;
@@ -297,12 +315,37 @@ begin
         order by 3, 2 desc, 1
         limit wanted * 2
       ) c
+    ), minilm as (
+      select c.id, c.created_at, row_number() over (order by c.distance, c.created_at desc, c.id) as rank
+      from (
+        select m.id, m.created_at, m.embedding_minilm operator(extensions.<=>) query_embedding_minilm as distance
+        from public.memories m
+        where m.scope = 'personal' and m.invalidated_at is null and m.author_id = caller
+          and m.embedding_minilm is not null
+        union all
+        select m.id, m.created_at, m.embedding_minilm operator(extensions.<=>) query_embedding_minilm
+        from public.memories m
+        where m.scope = 'project' and m.invalidated_at is null and m.project_id = any (projects)
+          and m.embedding_minilm is not null
+        union all
+        select m.id, m.created_at, m.embedding_minilm operator(extensions.<=>) query_embedding_minilm
+        from public.memories m
+        where m.scope = 'team' and m.invalidated_at is null and m.team_id = any (teams)
+          and m.embedding_minilm is not null
+        order by 3, 2 desc, 1
+        limit wanted * 2
+      ) c
     ), fused as (
-      select coalesce(x.id, s.id) as id, coalesce(x.created_at, s.created_at) as created_at,
-             (coalesce(lexical_weight / (rrf_k + x.rank), 0) + coalesce(semantic_weight / (rrf_k + s.rank), 0))::real
-               as score
-      from lexical x
-      full join semantic s on s.id = x.id
+      -- A leg whose query embedding is null is left out (planned per call, so it is not even read).
+      select l.id, max(l.created_at) as created_at, sum(l.weight / (rrf_k + l.rank))::real as score
+      from (
+        select x.id, x.created_at, x.rank, lexical_weight as weight from lexical x
+        union all
+        select s.id, s.created_at, s.rank, semantic_weight from semantic s where query_embedding is not null
+        union all
+        select n.id, n.created_at, n.rank, minilm_weight from minilm n where query_embedding_minilm is not null
+      ) l
+      group by l.id
     ), best as (
       select f.id, f.created_at, f.score from fused f
       order by f.score desc, f.created_at desc, f.id
@@ -320,6 +363,6 @@ $$;
 -- Grants
 -- ============================================================================================
 revoke execute on function public.recall_query(text), public.recall_lexical(text, uuid, uuid, integer, boolean),
-  public.recall(text, uuid, uuid, integer, boolean, extensions.vector) from public, anon;
+  public.recall(text, uuid, uuid, integer, boolean, extensions.vector, extensions.vector) from public, anon;
 grant execute on function public.recall_query(text), public.recall_lexical(text, uuid, uuid, integer, boolean),
-  public.recall(text, uuid, uuid, integer, boolean, extensions.vector) to authenticated;
+  public.recall(text, uuid, uuid, integer, boolean, extensions.vector, extensions.vector) to authenticated;

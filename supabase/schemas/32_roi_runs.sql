@@ -82,9 +82,10 @@ $$;
 
 -- Resolve SCHEMA.NAME to the recall function the benchmark may call, or raise why not, in one line.
 -- The contract: SECURITY INVOKER; arguments (text, uuid, uuid, integer, boolean), optionally followed
--- by a query embedding (extensions.vector); a set whose columns include memory_id, title, body and
--- score, in rank order. When both forms exist, the one that takes an embedding is chosen. (A
--- deployment that already has a search function points the benchmark at it.)
+-- by one or two query embeddings (extensions.vector: the first model's, then MiniLM's); a set whose
+-- columns include memory_id, title, body and score, in rank order. When several forms exist, the one
+-- that takes the most embeddings is chosen. (A deployment that already has a search function points
+-- the benchmark at it.)
 create function roi.resolve_recall_function(name text) returns regprocedure
   language plpgsql stable security invoker set search_path = ''
 as $$
@@ -118,10 +119,11 @@ begin
     where s.nspname = parts[1] and p.proname = parts[2]
   ) c
   where c.args = base or c.args = base || 'extensions.vector'::text
+     or c.args = base || array['extensions.vector', 'extensions.vector']
   order by c.pronargs desc
   limit 1;
   if not found then
-    raise exception '%.% must take (query text, project_id uuid, team_id uuid, match_count integer, personal_only boolean[, query_embedding extensions.vector])',
+    raise exception '%.% must take (query text, project_id uuid, team_id uuid, match_count integer, personal_only boolean[, query_embedding extensions.vector[, query_embedding_minilm extensions.vector]])',
       parts[1], parts[2] using errcode = '42883';
   end if;
   if chosen.prosecdef then
@@ -152,17 +154,17 @@ $$;
 -- re-checked on every call (it may have been replaced by a SECURITY DEFINER one since configure) and
 -- called dynamically; its rows go through jsonb so that kind and scope may be absent.
 create function roi.configured_recall(question text, pin_project uuid, pin_team uuid, match_count integer,
-  personal_only boolean, question_embedding extensions.vector)
+  personal_only boolean, question_embedding extensions.vector, question_embedding_minilm extensions.vector)
   returns table (memory_id uuid, kind text, scope text, title text, body text, score real, rank bigint)
   language plpgsql stable security invoker set search_path = ''
 as $$
 declare
   configured text;
-  takes_embedding boolean;
+  embeddings smallint;
   fn regprocedure;
   target record;
 begin
-  select s.recall_function, s.recall_takes_embedding into configured, takes_embedding from roi.settings s;
+  select s.recall_function, s.recall_embeddings into configured, embeddings from roi.settings s;
   fn := to_regprocedure(configured);
   if fn is null then
     raise exception 'the configured recall function % no longer exists: zm-roi configure --recall-function public.recall',
@@ -175,11 +177,12 @@ begin
     raise exception 'the configured recall function % is SECURITY DEFINER: refusing to run it', configured
       using errcode = '42501';
   end if;
-  if fn = 'public.recall(text,uuid,uuid,integer,boolean,extensions.vector)'::regprocedure then
+  if fn = 'public.recall(text,uuid,uuid,integer,boolean,extensions.vector,extensions.vector)'::regprocedure then
     -- The bundled recall, statically: its plan is cached for the session (dynamic SQL plans every call).
     return query
       select r.memory_id, r.kind, r.scope, r.title, r.body, r.score, r.n
-      from public.recall(question, pin_project, pin_team, match_count, personal_only, question_embedding)
+      from public.recall(question, pin_project, pin_team, match_count, personal_only, question_embedding,
+                         question_embedding_minilm)
         with ordinality as r (memory_id, kind, scope, title, body, score, n)
       order by r.n;
     return;
@@ -189,8 +192,8 @@ begin
             f.j ->> ''body'', (f.j ->> ''score'')::real, f.n
      from (select to_jsonb(r) as j, r.ordinality as n from %I.%I($1, $2, $3, $4, $5%s) with ordinality r) f
      order by f.n',
-    target.nspname, target.proname, case when takes_embedding then ', $6' else '' end)
-  using question, pin_project, pin_team, match_count, personal_only, question_embedding;
+    target.nspname, target.proname, case embeddings when 2 then ', $6, $7' when 1 then ', $6' else '' end)
+  using question, pin_project, pin_team, match_count, personal_only, question_embedding, question_embedding_minilm;
 end
 $$;
 
@@ -216,7 +219,7 @@ begin
   insert into roi.runs (owner_id, mode, probe_count, started_at, recall_function, embedding_model)
   values ((select auth.uid()), mode, probe_total, clock_timestamp(),
           (select s.recall_function from roi.settings s),
-          case when (select s.recall_takes_embedding from roi.settings s) then question_model end)
+          case when (select s.recall_embeddings > 0 from roi.settings s) then question_model end)
   returning id, started_at into new_run, run_started;
   if mode <> 'deterministic' then
     insert into roi.pending_runs (run_id, owner_id, started_at) values (new_run, (select auth.uid()), run_started);
@@ -231,7 +234,8 @@ begin
            filter (where r.memory_id is not null), '[]')
   from roi.probes p
   left join lateral roi.configured_recall(p.question, p.pin_project_id, p.pin_team_id, 10,
-                                          p.source_scope = 'personal', p.question_embedding) r on true
+                                          p.source_scope = 'personal', p.question_embedding,
+                                          p.question_embedding_minilm) r on true
   where p.owner_id = (select auth.uid()) and p.state = 'active'
   group by p.id, p.owner_id;
 
@@ -345,15 +349,17 @@ as $$
   select hashtextextended('roi.run:' || run::text, 0)
 $$;
 
--- Record whether the recall being configured takes the query embedding, once, where recall_function
--- is written (`zm-roi configure`, or an operator's update): every run reads the answer.
-create function roi.note_recall_takes_embedding() returns trigger
+-- Record how many query embeddings the recall being configured takes (its vector arguments after the
+-- five of the contract), once, where recall_function is written (`zm-roi configure`, or an operator's
+-- update): every run reads the answer.
+create function roi.note_recall_embeddings() returns trigger
   language plpgsql security invoker set search_path = ''
 as $$
 begin
-  new.recall_takes_embedding := coalesce(
-    (select p.pronargs = 6 and p.proargtypes[5] = 'extensions.vector'::regtype
-     from pg_catalog.pg_proc p where p.oid = to_regprocedure(new.recall_function)), false);
+  new.recall_embeddings := coalesce(
+    (select count(*) filter (where u.o > 5 and u.t = 'extensions.vector'::regtype)
+     from pg_catalog.pg_proc p, unnest(p.proargtypes::oid[]) with ordinality u (t, o)
+     where p.oid = to_regprocedure(new.recall_function) and p.pronargs <= 7), 0);
   return new;
 end
 $$;

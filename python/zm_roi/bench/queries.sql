@@ -337,8 +337,23 @@ where m.scope = 'project' and m.project_id = %(project_id)s and m.invalidated_at
 order by m.embedding operator(extensions.<=>) %(embedding)s::extensions.vector, m.created_at desc, m.id
 limit %(count)s;
 
+-- The third leg alone (MiniLM), the same way.
+-- name: quality_minilm_leg
+select m.id, 1 - (m.embedding_minilm operator(extensions.<=>) %(embedding_minilm)s::extensions.vector) as similarity
+from public.memories m
+where m.scope = 'project' and m.project_id = %(project_id)s and m.invalidated_at is null
+  and m.embedding_minilm is not null
+order by m.embedding_minilm operator(extensions.<=>) %(embedding_minilm)s::extensions.vector, m.created_at desc, m.id
+limit %(count)s;
+
+-- The bundled recall as a configured one with today's six arguments calls it: two legs.
 -- name: quality_hybrid
 select memory_id from public.recall(%(question)s, %(project_id)s, null, 10, false, %(embedding)s::extensions.vector);
+
+-- The bundled recall with both query embeddings: three legs.
+-- name: quality_three_legs
+select memory_id from public.recall(%(question)s, %(project_id)s, null, 10, false, %(embedding)s::extensions.vector,
+                                    %(embedding_minilm)s::extensions.vector);
 
 -- name: quality_templates
 select m.id, p.name as project, roi.template_question(m.kind, m.title, m.body) as question
