@@ -54,6 +54,17 @@ def side_order(round_no: int) -> tuple[str, ...]:
     return SIDES if round_no % 2 == 0 else SIDES[::-1]
 
 
+def round_plan(plan: Plan) -> Plan:
+    """One round's share of the calls: a fifth of the recalls and queue rows, one run per owner. Judgments
+    are queued in runs of 20, so a round's queue rows are whole runs (200 of the 1,000)."""
+    return dataclasses.replace(
+        plan,
+        recall_calls=plan.recall_calls // ROUNDS,
+        rounds=1,
+        queue_rows=-(-plan.queue_rows // (ROUNDS * queue.PER_RUN)) * queue.PER_RUN,
+    )
+
+
 def verdict(base: float | None, head: float | None, tolerance: float = TOLERANCE) -> tuple[float | None, str]:
     """The ratio head / base of a time, and whether head is worse than base by more than `tolerance`."""
     if base is None or head is None or base <= 0:
@@ -125,13 +136,7 @@ def run(
     """Build both databases, measure them interleaved, and write one side-by-side report."""
     plan = plan or Plan()
     started = datetime.datetime.now(datetime.UTC)
-    # Judgments are queued in runs of 20: a round's queue rows are whole runs (200 of the 1,000 a round).
-    per_round = dataclasses.replace(
-        plan,
-        recall_calls=plan.recall_calls // ROUNDS,
-        rounds=1,
-        queue_rows=-(-plan.queue_rows // (ROUNDS * queue.PER_RUN)) * queue.PER_RUN,
-    )
+    per_round = round_plan(plan)
     head_sha = _git(root, "rev-parse", "HEAD")
     results: dict = {
         "label": label,
