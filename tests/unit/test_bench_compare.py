@@ -29,10 +29,11 @@ def test_each_side_goes_first_in_every_other_round():
 
 def test_a_round_queues_whole_runs_of_judgments_and_the_rounds_add_up():
     one = compare.round_plan(Plan())
-    assert (one.recall_calls, one.rounds, one.queue_rows) == (40, 1, 200)
+    assert (one.recall_calls, one.rounds, one.queue_rows) == (20, 1, 100)
     assert one.recall_calls * compare.ROUNDS == Plan().recall_calls
     assert one.queue_rows * compare.ROUNDS == Plan().queue_rows
     assert compare.round_plan(Plan(queue_rows=40)).queue_rows == 20  # never a partial run of 20
+    assert compare.round_plan(Plan(recall_calls=6)).recall_calls == 1  # a tiny plan still recalls
 
 
 def _round(recall_ms: float, rpc_ms: float, queue_ms: float) -> dict:

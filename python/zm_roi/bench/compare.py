@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import datetime
 import io
 import os
 import shutil
@@ -23,15 +22,18 @@ from pathlib import Path
 
 import psycopg
 
+from zm_roi import bench
 from zm_roi.bench import corpus, measure, queue, report
-from zm_roi.bench.cluster import machine, server, throwaway_cluster
+from zm_roi.bench.cluster import server, throwaway_cluster
 from zm_roi.bench.measure import HYBRID_MODES, RECALL_MODES, Plan
 from zm_roi.bench.sql import Checkout
 from zm_roi.bench.timing import Series
 from zm_roi.errors import UserError
 
 SIDES = ("base", "head")
-ROUNDS = 5  # the recall, benchmark_memory() and queue-cost calls are split over this many rounds
+# The recall and queue-cost calls are split over this many rounds, and benchmark_memory() runs once per owner in
+# each; an even number, so each side goes first in as many rounds as the other.
+ROUNDS = 10
 TOLERANCE = 0.05  # issue 19: none worse by more than 5%
 # (figure, path to it in one side's pooled figures); every figure is a time, lower is better.
 FIGURES = (
@@ -55,11 +57,11 @@ def side_order(round_no: int) -> tuple[str, ...]:
 
 
 def round_plan(plan: Plan) -> Plan:
-    """One round's share of the calls: a fifth of the recalls and queue rows, one run per owner. Judgments
-    are queued in runs of 20, so a round's queue rows are whole runs (200 of the 1,000)."""
+    """One round's share of the calls: a tenth of the recalls and queue rows, one run per owner. Judgments
+    are queued in runs of 20, so a round's queue rows are whole runs (100 of the 1,000)."""
     return dataclasses.replace(
         plan,
-        recall_calls=plan.recall_calls // ROUNDS,
+        recall_calls=-(-plan.recall_calls // ROUNDS),  # at least one a round
         rounds=1,
         queue_rows=-(-plan.queue_rows // (ROUNDS * queue.PER_RUN)) * queue.PER_RUN,
     )
@@ -135,21 +137,14 @@ def run(
 ) -> tuple[Path, Path]:
     """Build both databases, measure them interleaved, and write one side-by-side report."""
     plan = plan or Plan()
-    started = datetime.datetime.now(datetime.UTC)
     per_round = round_plan(plan)
-    head_sha = _git(root, "rev-parse", "HEAD")
-    results: dict = {
-        "label": label,
-        "date": started.strftime("%Y-%m-%d"),
-        "started_at": started.isoformat(timespec="seconds"),
-        "command": command,
-        "seed": seed,
-        "owners": owners,
+    results = bench.begin(label, command, seed, owners, plan) | {
         "size": size,
         "rounds": ROUNDS,
-        "plan": plan.__dict__,
-        "machine": machine(),
-        "head": {"commit": head_sha, "uncommitted_changes": bool(_git(root, "status", "--porcelain"))},
+        "head": {
+            "commit": _git(root, "rev-parse", "HEAD"),
+            "uncommitted_changes": bool(_git(root, "status", "--porcelain")),
+        },
     }
     with contextlib.ExitStack() as stack:
         base_sha, base = stack.enter_context(base_checkout(root, base_rev))
@@ -191,10 +186,7 @@ def run(
     for side in SIDES:
         results[side] |= {"figures": pool_side(rounds[side], drains[side]), "rounds": rounds[side]}
     results["comparison"] = compare(results["base"]["figures"], results["head"]["figures"])
-    finished = datetime.datetime.now(datetime.UTC)
-    results["finished_at"] = finished.isoformat(timespec="seconds")
-    results["seconds"] = round((finished - started).total_seconds(), 1)
-    results["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    bench.end(results)
     return report.write(results, out_dir, render)
 
 
