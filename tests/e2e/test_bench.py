@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT
 from zm_roi import bench
-from zm_roi.bench import layers, report
+from zm_roi.bench import compare, layers, report
 from zm_roi.bench.measure import Plan
 
 TINY = Plan(
@@ -155,3 +156,28 @@ def test_the_layer_curve_measures_each_layer_as_its_member(tmp_path):
     assert smallest["lexical"]["source_in_top_10"] >= 0.9 * layers.TEMPLATED
     md, raw = layers.write(figures, tmp_path, "pytest")
     assert "| 400 |" in md.read_text() and json.loads(raw.read_text())["layers"]["400"]["rows"] == 400
+
+
+def test_base_runs_side_by_side_each_database_through_its_own_verbs(tmp_path):
+    """`make bench BASE=46284ba` at a tiny size: the base database (three queues, roi.claim_judgment) is
+    built from that commit's migrations and drained by that commit's worker, the head by this one's, and
+    every figure of the report is compared."""
+    base = "46284ba"
+    if subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{base}^{{commit}}"]).returncode != 0:
+        pytest.skip(f"commit {base} is not in this clone (shallow?)")
+    md, raw = compare.run(
+        ROOT, 2000, "tiny-vs-base", base, tmp_path, seed=42, plan=TINY, command="pytest", say=lambda _: None
+    )
+    results = json.loads(raw.read_text())
+    assert results["base"]["commit"].startswith(base) and results["base"]["corpus"] == results["head"]["corpus"] | {
+        "indexes_size": results["base"]["corpus"]["indexes_size"]
+    }, "one corpus in both (the base still has the GIN index)"
+    for side in ("base", "head"):
+        figures = results[side]["figures"]
+        assert figures["queue_cost"]["n"] == compare.round_plan(TINY).queue_rows * compare.ROUNDS, side
+        assert figures["benchmark"]["rpc"]["n"] == TINY.owners * compare.ROUNDS, side
+        for count, drained in figures["drains"].items():
+            assert drained["judged"] > 0 and drained["exit_codes"] == [0] * int(count), (side, count)
+    assert all(d["left_in_queue"] == 0 for d in results["head"]["figures"]["drains"].values())
+    assert [row["verdict"] for row in results["comparison"] if row["ratio"] is None] == []
+    assert "| figure | n per side | base ms | head ms | head / base | verdict |" in md.read_text()
