@@ -8,9 +8,9 @@ which reads only the memory text it embeds and writes only the embedding columns
 transaction and one call of the model's batch API (the offline model spreads a batch over every
 core), rows locked with SKIP LOCKED so two backfills (or a backfill and an import) share the work and
 an interrupted one resumes where it stopped, and every call is metered as a usage event (purpose
-`embedding`) attributed to the memory's author. Offline, each leg is a pass of its own (e5 into
-`embedding`, then MiniLM into `embedding_minilm`, one metered call per batch and model), so the first
-leg serves recall before the second starts. Probe questions are not read here: roi_embedder never
+`embedding`) attributed to the memory's author. Offline, each leg is a pass of its own (MiniLM into
+`embedding_minilm`, the faster model, then e5 into `embedding`, one metered call per batch and model),
+so the first leg serves recall before the second starts. Probe questions are not read here: roi_embedder never
 sees one. Questions not embedded by the model in force are queued as embed_question work for
 `zm-roi worker`, the one role that reads them.
 """

@@ -499,9 +499,9 @@ def test_an_import_waits_for_the_layer_and_then_skips_what_the_other_wrote(db_ur
 
 
 def test_offline_every_memory_gets_both_embeddings_each_call_metered(db_url, email, tmp_path, monkeypatch):
-    """Offline, the import fills both legs (e5 into `embedding`, MiniLM into `embedding_minilm`), each
-    row records its two models, and each model's batch call leaves its own usage event. (Fails with
-    configured_models() giving the first leg alone: no MiniLM column, one event.)"""
+    """Offline, the import fills both legs (MiniLM into `embedding_minilm` first, the faster model,
+    then e5 into `embedding`), each row records its two models, and each model's batch call leaves its
+    own usage event. (Fails with configured_models() giving one leg alone: a null column, one event.)"""
     monkeypatch.setenv("ZM_EMBEDDING_MODEL", embeddings.OFFLINE_MODEL)
     calls = []
 
@@ -513,7 +513,7 @@ def test_offline_every_memory_gets_both_embeddings_each_call_metered(db_url, ema
     path = write_jsonl(tmp_path / "m.jsonl", distinct_rows(3, "Both"))
     result = import_memories(db_url, path, Target(email), quiet=True)
     assert result.embedded == 3
-    assert calls == [(embeddings.OFFLINE_MODEL, 3), (embeddings.MINILM_MODEL, 3)]
+    assert calls == [(embeddings.MINILM_MODEL, 3), (embeddings.OFFLINE_MODEL, 3)]
     with psycopg.connect(db_url) as conn:
         models = conn.execute(
             """select m.embedding_model, m.embedding_minilm_model, count(*) from public.memories m
