@@ -9,7 +9,7 @@ select name, current_setting(name) from pg_settings where name = any (%(names)s)
 
 -- name: memories_secondary_indexes
 select indexrelid::regclass::text as name, pg_get_indexdef(indexrelid) as definition
-from pg_index where indrelid = 'public.memories'::regclass and not indisprimary
+from pg_index where indrelid in ('public.memories'::regclass, 'public.memory_postings'::regclass) and not indisprimary
 order by 1;
 
 -- name: build_population
