@@ -346,12 +346,14 @@ def _function_body(sql: str, name: str) -> str:
     return sql[start : sql.index("\n$$;\n", start)]
 
 
-def _lexical_arms_and_layers(body: str, name: str) -> tuple[str, str]:
-    """A recall function's layer resolution (caller's projects and teams) and its lexical leg's arms,
-    whitespace-normalised, with the function's own name (a qualifier of its arguments) taken out."""
+def _lexical_arms_and_layers(body: str, name: str) -> tuple[str, str, str]:
+    """A recall function's layer resolution (caller's projects and teams), its lexical leg's candidates
+    (the postings it reads) and their exact ranking, whitespace-normalised, with the function's own
+    name (a qualifier of its arguments) taken out."""
     layers = body[body.index("  if caller is null then") : body.index("  end if;\n  return query", 0) + 9]
+    candidates = body[body.index("with layers as (") : body.index("limit pool") + 10]
     arms = body[body.index("select m.id, m.created_at, ts_rank(") : body.rindex("and m.search @@ tsq") + 19]
-    return tuple(" ".join(part.replace(f"{name}.", "").split()) for part in (layers, arms))
+    return tuple(" ".join(part.replace(f"{name}.", "").split()) for part in (layers, candidates, arms))
 
 
 def test_recall_and_recall_lexical_read_the_same_lexical_arms():
@@ -362,5 +364,6 @@ def test_recall_and_recall_lexical_read_the_same_lexical_arms():
     lexical = _lexical_arms_and_layers(_function_body(sql, "public.recall_lexical"), "recall_lexical")
     hybrid = _lexical_arms_and_layers(_function_body(sql, "public.recall"), "recall")
     assert lexical[0] == hybrid[0], "the layer resolution of recall and recall_lexical differ"
-    assert lexical[1] == hybrid[1], "the lexical arms of recall and recall_lexical differ"
-    assert lexical[1].count("union all") == 3 and "m.author_id = caller" in lexical[1]
+    assert lexical[1] == hybrid[1], "the postings recall and recall_lexical read differ"
+    assert lexical[2] == hybrid[2], "the lexical ranking of recall and recall_lexical differ"
+    assert "public.memory_postings" in lexical[1] and "m.author_id = caller" in lexical[2]

@@ -143,19 +143,23 @@ def test_several_sizes_render_a_cost_curve(tiny_run):
 
 def test_the_layer_curve_measures_each_layer_as_its_member(tmp_path):
     """`make bench SIZE=layers` at tiny sizes, demo corpus only: each layer holds its size in real-text
-    rows the member sees, both recalls are timed for every question, and the templated questions find
-    their source in the smallest layer (the timings are of recalls that work)."""
+    rows the member sees, both recalls and today's beside them are timed for every question, and the
+    templated questions find their source in the smallest layer (the timings are of recalls that work)
+    as often as today's recall does (below the postings' cut the new recall ranks exactly as today's)."""
     figures = layers.run(ROOT, tmp_path / "no-adr-corpus.jsonl", sizes=(200, 400), say=lambda _: None)
     assert figures["questions"] == {"paraphrased": 0, "templated": layers.TEMPLATED}
     assert figures["measured_as"].startswith("authenticated ") and "no identity" not in figures["measured_as"]
     assert [legs["rows"] for legs in figures["layers"].values()] == [200, 400]
     for legs in figures["layers"].values():
-        for recall in ("lexical", "hybrid"):
+        for recall in layers.RECALLS:
             assert legs[recall]["n"] == layers.ROUNDS * layers.TEMPLATED
     smallest = figures["layers"]["200"]
     assert smallest["lexical"]["source_in_top_10"] >= 0.9 * layers.TEMPLATED
+    for recall in ("lexical", "hybrid"):
+        assert smallest[recall]["source_in_top_10"] == smallest[f"{recall}_before"]["source_in_top_10"]
+    assert figures["storage"]["postings"] > figures["storage"]["memories"]
     md, raw = layers.write(figures, tmp_path, "pytest")
-    assert "| 400 |" in md.read_text() and json.loads(raw.read_text())["layers"]["400"]["rows"] == 400
+    assert "| 400 | lexical |" in md.read_text() and json.loads(raw.read_text())["layers"]["400"]["rows"] == 400
 
 
 def test_base_runs_side_by_side_each_database_through_its_own_verbs(tmp_path):

@@ -11,8 +11,10 @@ the hybrid recall ranks every row of the layer, as with a fully embedded layer.
 Questions: the paraphrases of `bench/eval/adr-paraphrases.jsonl` when the ADR corpus is there, and the
 deterministic template questions of demo memories; each with its real query embedding. Every recall
 runs as a member of the project with row-level security applied, lexical (`public.recall_lexical`)
-and hybrid (`public.recall` with the query embedding); p50 / p95 per layer, and how often the source
-memory or one of its copies is in the top 10 (ranking quality itself: `make bench-recall`).
+and hybrid (`public.recall` with the query embedding), each beside today's ("before": every match of
+the layer ranked from the covering indexes the postings replaced, recreated on the bench cluster),
+interleaved question by question; p50 / p95 per layer, and how often the source memory or one of its
+copies is in the top 10 (ranking quality itself: `make bench-recall`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ ROUNDS = 2  # every question this many times per layer and recall, after a warm-
 WARM_UP = 5
 NOISE = 0.02  # per-dimension perturbation of a copy's embedding, before it is normalised again
 TEMPLATED = 40  # template questions of demo memories, besides the paraphrases
+RECALLS = ("lexical_before", "lexical", "hybrid_before", "hybrid")
 
 
 def real_memories(root: Path, adr_corpus: Path) -> tuple[list[dict], list[dict]]:
@@ -120,26 +123,32 @@ def questions_for(conn: psycopg.Connection, memories: list[dict], paraphrases: l
 
 
 def measure(conn: psycopg.Connection, built: dict, questions: list[dict], memories: list[dict]) -> dict:
-    """p50 / p95 of each recall per layer size, as the member, and the sources found in the top 10."""
+    """p50 / p95 of each recall per layer size, as the member, and the sources found in the top 10. The
+    recalls take turns question by question, so a change of load falls on all of them alike."""
     act_as(conn, claims_for(built["user_id"], EMAIL))
     results = {"as": conn.execute(bench_query("layers_caller")).fetchone()[0]}
     for size, project_id in built["projects"].items():
         titles = dict(conn.execute(bench_query("layers_titles"), {"project_id": project_id}).fetchall())
         originals = {memory_id: built["originals"][size].get(title, set()) for memory_id, title in titles.items()}
-        per_size = {"rows": len(titles)}  # what the member sees of the layer
-        for recall in ("lexical", "hybrid"):
-            series, found = Series(), 0
-            sql = bench_query(f"layers_{recall}")
-            for q in questions[:WARM_UP]:
-                conn.execute(sql, dict(q, project_id=project_id)).fetchall()
-            for round_ in range(ROUNDS):
-                for q in questions:
-                    args = dict(q, project_id=project_id)
-                    ms, rows = timed(lambda sql=sql, args=args: conn.execute(sql, args).fetchall())
-                    series.add(ms)
+        sql = {recall: bench_query(f"layers_{recall}") for recall in RECALLS}
+        series = {recall: Series() for recall in RECALLS}
+        found = dict.fromkeys(RECALLS, 0)
+        for q in questions[:WARM_UP]:
+            for recall in RECALLS:
+                conn.execute(sql[recall], dict(q, project_id=project_id)).fetchall()
+        for round_ in range(ROUNDS):
+            for q in questions:
+                args = dict(q, project_id=project_id)
+                for recall in RECALLS:
+                    ms, rows = timed(lambda text=sql[recall], args=args: conn.execute(text, args).fetchall())
+                    series[recall].add(ms)
                     if round_ == 0:
-                        found += any(q["source"] in originals.get(row[0], ()) for row in rows)
-            per_size[recall] = dict(series.summary(raw=False), source_in_top_10=found, questions=len(questions))
+                        found[recall] += any(q["source"] in originals.get(row[0], ()) for row in rows)
+        per_size = {"rows": len(titles)}  # what the member sees of the layer
+        for recall in RECALLS:
+            per_size[recall] = dict(
+                series[recall].summary(raw=False), source_in_top_10=found[recall], questions=len(questions)
+            )
         results[str(size)] = per_size
     conn.execute("reset role")
     conn.commit()
@@ -157,11 +166,23 @@ def run(root: Path, adr_corpus: Path, sizes=LAYER_SIZES, seed: int = 42, say: Ca
         model=embeddings.OFFLINE_MODEL,
     ).vectors
     with throwaway_cluster(root, say) as cluster, psycopg.connect(cluster.url()) as conn:
+        started_writing = time.monotonic()
         built = build(conn, memories, vectors, sizes, seed, say)
+        written_in = time.monotonic() - started_writing
+        conn.execute(bench_query("layers_before_indexes"))
+        conn.commit()
         say("vacuum analyze (index-only scans need the visibility map)")
         conn.autocommit = True
         conn.execute("vacuum analyze public.memories")
+        conn.execute("vacuum analyze public.memory_postings")
         conn.autocommit = False
+        storage = dict(
+            zip(
+                ("memories", "postings", "postings_bytes", "memories_bytes"),
+                conn.execute(bench_query("layers_storage")).fetchone(),
+                strict=True,
+            )
+        )
         questions = questions_for(conn, memories, paraphrases)
         say(f"measuring {len(questions)} questions x {ROUNDS} per layer and recall")
         layers = measure(conn, built, questions, memories)
@@ -172,6 +193,7 @@ def run(root: Path, adr_corpus: Path, sizes=LAYER_SIZES, seed: int = 42, say: Ca
         "rounds": ROUNDS,
         "measured_as": layers.pop("as"),
         "layers": layers,
+        "storage": dict(storage, written_seconds=round(written_in, 1)),
         "machine": machine(),
         "seconds": round(time.monotonic() - started, 1),
     }
@@ -179,16 +201,26 @@ def run(root: Path, adr_corpus: Path, sizes=LAYER_SIZES, seed: int = 42, say: Ca
 
 def render(figures: dict) -> str:
     lines = [
-        "| rows in the pinned project | lexical p50 | lexical p95 | hybrid p50 | hybrid p95 "
-        "| source in top 10 (lexical / hybrid) |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| rows in the pinned project | recall | p50 today | p50 now | p95 today | p95 now "
+        "| source in top 10, today / now |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for legs in figures["layers"].values():
-        lex, hyb = legs["lexical"], legs["hybrid"]
-        lines.append(
-            f"| {legs['rows']:,} | {lex['p50']:.1f} ms | {lex['p95']:.1f} ms | {hyb['p50']:.1f} ms "
-            f"| {hyb['p95']:.1f} ms | {lex['source_in_top_10']} / {hyb['source_in_top_10']} of {lex['questions']} |"
-        )
+        for recall in ("lexical", "hybrid"):
+            before, now = legs[f"{recall}_before"], legs[recall]
+            found = f"{before['source_in_top_10']} / {now['source_in_top_10']} of {now['questions']}"
+            lines.append(
+                f"| {legs['rows']:,} | {recall} | {before['p50']:.1f} ms | {now['p50']:.1f} ms "
+                f"| {before['p95']:.1f} ms | {now['p95']:.1f} ms | {found} |"
+            )
+    storage = figures["storage"]
+    lines += [
+        "",
+        f"Inverted index: {storage['postings']:,} postings for {storage['memories']:,} memories "
+        f"({storage['postings'] / storage['memories']:.0f} a memory), {storage['postings_bytes'] / 2**20:,.0f} MB "
+        f"beside {storage['memories_bytes'] / 2**20:,.0f} MB of memories and their indexes; the layers were "
+        f"written (COPY, postings included) in {storage['written_seconds']:.0f} s.",
+    ]
     return "\n".join(lines)
 
 
