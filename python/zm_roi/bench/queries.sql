@@ -7,9 +7,10 @@ update cron.job set active = false;
 -- name: reported_settings
 select name, current_setting(name) from pg_settings where name = any (%(names)s) order by name;
 
+-- to_regclass: a side-by-side base (`make bench BASE=…`) may predate the postings table.
 -- name: memories_secondary_indexes
 select indexrelid::regclass::text as name, pg_get_indexdef(indexrelid) as definition
-from pg_index where indrelid in ('public.memories'::regclass, 'public.memory_postings'::regclass) and not indisprimary
+from pg_index where indrelid in ('public.memories'::regclass, to_regclass('public.memory_postings')) and not indisprimary
 order by 1;
 
 -- name: build_population
