@@ -367,3 +367,20 @@ def test_recall_and_recall_lexical_read_the_same_lexical_arms():
     assert lexical[1] == hybrid[1], "the postings recall and recall_lexical read differ"
     assert lexical[2] == hybrid[2], "the lexical ranking of recall and recall_lexical differ"
     assert "public.memory_postings" in lexical[1] and "m.author_id = caller" in lexical[2]
+
+
+def _cte(body: str, name: str, following: str) -> str:
+    """The text of CTE `name` in a recall body, up to the CTE that follows it, whitespace-normalised."""
+    return " ".join(body[body.index(f"{name} as (") : body.index(f"), {following} as (")].split())
+
+
+def test_the_two_semantic_legs_of_recall_read_alike():
+    """The e5 leg (`semantic`) and the MiniLM leg (`minilm`) of public.recall are one query over two
+    columns, written twice (each must stay on its own covering index; a helper would need dynamic SQL
+    in every recall), so this holds them equal but for the column and the query embedding: a layer or
+    a filter changed in one leg alone fails here."""
+    body = _function_body((SCHEMAS / "20_recall.sql").read_text(), "public.recall")
+    semantic, minilm = _cte(body, "semantic", "minilm"), _cte(body, "minilm", "fused")
+    assert "m.embedding_minilm" in minilm and "query_embedding_minilm" in minilm
+    renamed = minilm.replace("embedding_minilm", "embedding").replace("minilm as (", "semantic as (")
+    assert renamed == semantic, "the MiniLM leg reads other layers or rows than the e5 leg"
