@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from zm_roi import bench
+from zm_roi import bench, embeddings
 from zm_roi.bench import compare, layers, report
 from zm_roi.bench.measure import Plan
 
@@ -143,23 +143,39 @@ def test_several_sizes_render_a_cost_curve(tiny_run):
 
 def test_the_layer_curve_measures_each_layer_as_its_member(tmp_path):
     """`make bench SIZE=layers` at tiny sizes, demo corpus only: each layer holds its size in real-text
-    rows the member sees, both recalls and today's beside them are timed for every question, and the
-    templated questions find their source in the smallest layer (the timings are of recalls that work)
-    as often as today's recall does (below the postings' cut the new recall ranks exactly as today's)."""
+    rows the member sees, every row with both offline models' vectors; both recalls and today's beside
+    them are timed for every question, the hybrid being the shipped three legs (both query embeddings)
+    beside today's two; and the templated questions find their source in the smallest layer (the
+    timings are of recalls that work), the lexical recall as often as today's does (below the postings'
+    cut it ranks exactly as today's)."""
     figures = layers.run(ROOT, tmp_path / "no-adr-corpus.jsonl", sizes=(200, 400), say=lambda _: None)
     assert figures["questions"] == {"paraphrased": 0, "templated": layers.TEMPLATED}
     assert figures["measured_as"].startswith("authenticated ") and "no identity" not in figures["measured_as"]
     assert [legs["rows"] for legs in figures["layers"].values()] == [200, 400]
+    assert figures["arms"] == {
+        "lexical_before": ["lexical"],
+        "lexical": ["lexical"],
+        "hybrid_before": ["lexical", "embedding"],
+        "hybrid": ["lexical", "embedding", "embedding_minilm"],
+    }, "today's hybrid binds the e5 query embedding alone, the shipped one both"
+    assert figures["models"] == {"embedding": embeddings.OFFLINE_MODEL, "embedding_minilm": embeddings.MINILM_MODEL}
+    # Every copied row holds both vectors, each with its model (a layer's first row comes through the
+    # importer, embedded only as the environment says: not at all in the tests).
+    copied = sum(legs["rows"] - 1 for legs in figures["layers"].values())
+    for column, model in figures["models"].items():
+        assert list(figures["embedded"][column]) == [model] and figures["embedded"][column][model] >= copied
     for legs in figures["layers"].values():
         for recall in layers.RECALLS:
             assert legs[recall]["n"] == layers.ROUNDS * layers.TEMPLATED
     smallest = figures["layers"]["200"]
     assert smallest["lexical"]["source_in_top_10"] >= 0.9 * layers.TEMPLATED
-    for recall in ("lexical", "hybrid"):
-        assert smallest[recall]["source_in_top_10"] == smallest[f"{recall}_before"]["source_in_top_10"]
+    assert smallest["lexical"]["source_in_top_10"] == smallest["lexical_before"]["source_in_top_10"]
+    assert smallest["hybrid"]["source_in_top_10"] >= 0.9 * layers.TEMPLATED
     assert figures["storage"]["postings"] > figures["storage"]["memories"]
     md, raw = layers.write(figures, tmp_path, "pytest")
-    assert "| 400 | lexical |" in md.read_text() and json.loads(raw.read_text())["layers"]["400"]["rows"] == 400
+    text = md.read_text()
+    assert "| 400 | lexical |" in text and json.loads(raw.read_text())["layers"]["400"]["rows"] == 400
+    assert "| 400 | hybrid, 2 legs (lexical + e5) → 3 legs (lexical + e5 + MiniLM) |" in text
 
 
 def test_base_runs_side_by_side_each_database_through_its_own_verbs(tmp_path):

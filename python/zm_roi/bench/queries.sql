@@ -370,7 +370,8 @@ select id from public.projects where name = %(name)s;
 select id from auth.users where email = %(email)s;
 
 -- name: layers_copy
-copy public.memories (author_id, project_id, kind, title, body, embedding, embedding_model, scope)
+copy public.memories (author_id, project_id, kind, title, body, embedding, embedding_model, embedding_minilm,
+                      embedding_minilm_model, scope)
 from stdin;
 
 -- name: layers_template_question
@@ -386,8 +387,10 @@ select id, title from public.memories where project_id = %(project_id)s;
 -- name: layers_lexical
 select memory_id from public.recall_lexical(%(question)s, %(project_id)s, null, 10);
 
+-- The shipped hybrid: all three legs, each question with both of its query embeddings.
 -- name: layers_hybrid
-select memory_id from public.recall(%(question)s, %(project_id)s, null, 10, false, %(embedding)s::extensions.vector);
+select memory_id from public.recall(%(question)s, %(project_id)s, null, 10, false, %(embedding)s::extensions.vector,
+                                    %(embedding_minilm)s::extensions.vector);
 
 -- Today's lexical leg beside the new one (issue 22, item 8): before the postings, recall ranked every
 -- match of the pinned project from its covering indexes (20261201060000_recall_index_only, dropped by
@@ -425,6 +428,7 @@ from public.memories m join best b on b.id = m.id
 where m.id = any (array(select best.id from best))
 order by b.score desc, b.created_at desc, b.id;
 
+-- Today's two-leg hybrid (lexical and e5, before the postings and the MiniLM leg), as a plain statement.
 -- name: layers_hybrid_before
 with lexical as (
   select c.id, c.created_at, row_number() over (order by c.score desc, c.created_at desc, c.id) as rank
@@ -470,3 +474,11 @@ select (select count(*) from public.memories) as memories,
        (select count(*) from public.memory_postings) as postings,
        pg_total_relation_size('public.memory_postings') as postings_bytes,
        pg_table_size('public.memories') + pg_indexes_size('public.memories') as memories_bytes;
+
+-- Which model filled each embedding column of the layers, and how many rows: the layers carry both legs.
+-- name: layers_embedded
+select 'embedding' as leg, embedding_model as model, count(*) from public.memories
+where embedding is not null group by embedding_model
+union all
+select 'embedding_minilm', embedding_minilm_model, count(*) from public.memories
+where embedding_minilm is not null group by embedding_minilm_model;
