@@ -221,8 +221,9 @@ declare
   -- recall_lexical's candidates (its per_term postings per lexeme and layer, its pool re-ranked).
   per_term constant integer := 2000;
   pool constant integer := 500;
-  tsq tsquery := public.recall_query(coalesce(query, ''));
-  terms text[] := tsvector_to_array(to_tsvector('english'::regconfig, coalesce(query, '')));
+  -- Parsed after the lexical-only return below: recall_lexical parses the question itself.
+  tsq tsquery;
+  terms text[];
   caller uuid := auth.uid();
   unpinned boolean := recall.project_id is null and recall.team_id is null and not coalesce(personal_only, false);
   projects uuid[];
@@ -234,6 +235,8 @@ begin
                                                       personal_only);
     return;
   end if;
+  tsq := public.recall_query(coalesce(query, ''));
+  terms := tsvector_to_array(to_tsvector('english'::regconfig, coalesce(query, '')));
   if caller is null then
     projects := array_remove(array[recall.project_id], null);
     teams := array_remove(array[recall.team_id], null);
