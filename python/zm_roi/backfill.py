@@ -8,7 +8,9 @@ which reads only the memory text it embeds and writes only the embedding columns
 transaction and one call of the model's batch API (the offline model spreads a batch over every
 core), rows locked with SKIP LOCKED so two backfills (or a backfill and an import) share the work and
 an interrupted one resumes where it stopped, and every call is metered as a usage event (purpose
-`embedding`) attributed to the memory's author. Probe questions are not read here: roi_embedder never
+`embedding`) attributed to the memory's author. Offline, each leg is a pass of its own (MiniLM into
+`embedding_minilm`, the faster model, then e5 into `embedding`, one metered call per batch and model),
+so the first leg serves recall before the second starts. Probe questions are not read here: roi_embedder never
 sees one. Questions not embedded by the model in force are queued as embed_question work for
 `zm-roi worker`, the one role that reads them.
 """
@@ -29,13 +31,17 @@ from zm_roi.queries import query
 BATCH = 64
 
 
+# Which query names each leg's column uses (queries.sql).
+_SUFFIX = {"embedding": "", "embedding_minilm": "_minilm"}
+
+
 @dataclass
 class Backfilled:
     memories: int = 0
     questions_queued: int = 0
 
 
-def _embed_batch(conn: psycopg.Connection, model: str, select: str, ids=None) -> int:
+def _embed_batch(conn: psycopg.Connection, model: str, select: str, store: str, ids=None) -> int:
     with conn.transaction():
         rows = conn.execute(query(select), {"model": model, "batch": BATCH, "ids": ids}).fetchall()
         if not rows:
@@ -46,7 +52,7 @@ def _embed_batch(conn: psycopg.Connection, model: str, select: str, ids=None) ->
         with conn.cursor() as cur:
             stored = zip(rows, embedded.vectors, strict=True)
             cur.executemany(
-                query("store_memory_embedding"),
+                query(store),
                 [{"id": row[0], "embedding": embeddings.literal(v), "model": model} for row, v in stored],
             )
         tokens: dict[object, int] = defaultdict(int)
@@ -58,31 +64,42 @@ def _embed_batch(conn: psycopg.Connection, model: str, select: str, ids=None) ->
         return len(rows)
 
 
-def embed_memories(conn: psycopg.Connection, model: str, ids: list | None = None, *, quiet: bool = False) -> int:
-    """Embed the live memories not yet embedded by `model` (only those of `ids` when given), with a
-    progress line; returns how many this call embedded. Each batch commits on an autocommit connection
-    (inside an open transaction, as `insert_memories` calls it, each is a savepoint)."""
-    if ids is None:
-        count_query, select = "count_memories_to_embed", "memories_to_embed"
-    else:
-        count_query, select = "count_memories_to_embed_among", "memories_to_embed_among"
+def embed_memories(
+    conn: psycopg.Connection, model: str, ids: list | None = None, *, quiet: bool = False, leg: str = "embedding"
+) -> int:
+    """Embed the live memories not yet embedded by `model` in `leg`'s column (only those of `ids`
+    when given), with a progress line; returns how many this call embedded. Each batch commits on an
+    autocommit connection (inside an open transaction, as `insert_memories` calls it, each is a savepoint)."""
+    suffix = _SUFFIX[leg]
+    among = "" if ids is None else "_among"
+    count_query, select = f"count_memories_to_embed{among}{suffix}", f"memories_to_embed{among}{suffix}"
     total = conn.execute(query(count_query), {"model": model, "ids": ids}).fetchone()[0]
     if not total:
         return 0
     progress = Progress(f"embedding with {model}", total, quiet=quiet)
     try:
-        while count := _embed_batch(conn, model, select, ids):
+        while count := _embed_batch(conn, model, select, f"store_memory_embedding{suffix}", ids):
             progress.advance(count)
     finally:
         progress.close()
     return progress.done
 
 
-def backfill(db_url: str, model: str, *, quiet: bool = False) -> Backfilled:
-    """Embed every live memory not yet embedded by `model`, and queue the active probe questions not
-    yet embedded by it for the worker."""
+def embed_every_leg(
+    conn: psycopg.Connection, models: dict[str, str], ids: list | None = None, *, quiet: bool = False
+) -> int:
+    """embed_memories for each leg in force (`embeddings.configured_models()`); returns how many
+    memories the first leg embedded (the second embeds the same ones)."""
+    counts = [embed_memories(conn, model, ids, quiet=quiet, leg=leg) for leg, model in models.items()]
+    return max(counts, default=0)
+
+
+def backfill(db_url: str, models: dict[str, str], *, quiet: bool = False) -> Backfilled:
+    """Embed every live memory not yet embedded by each leg's model, and queue the active probe
+    questions not yet embedded by them for the worker."""
     done = Backfilled()
     with psycopg.connect(db_url, autocommit=True) as conn:
-        done.memories = embed_memories(conn, model, quiet=quiet)
-        done.questions_queued = conn.execute(query("queue_question_embeddings"), {"model": model}).fetchone()[0]
+        done.memories = embed_every_leg(conn, models, quiet=quiet)
+        args = {"model": models["embedding"], "minilm_model": models.get("embedding_minilm")}
+        done.questions_queued = conn.execute(query("queue_question_embeddings"), args).fetchone()[0]
     return done

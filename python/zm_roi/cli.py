@@ -144,7 +144,7 @@ def cmd_import(args: argparse.Namespace, config: settings.Settings) -> None:
     skipped = f" ({result.skipped} identical {already} already there: skipped)" if result.skipped else ""
     print(f"imported {result.imported} memories for {args.user.strip().lower()} into {where}{skipped}")
     if result.embedded:
-        print(f"embedded {result.embedded} memories with {embeddings.configured_model()}")
+        print(f"embedded {result.embedded} memories with {' and '.join(embeddings.configured_models().values())}")
 
 
 def cmd_recall(args: argparse.Namespace, config: settings.Settings) -> None:
@@ -176,12 +176,12 @@ def cmd_embed(args: argparse.Namespace, config: settings.Settings) -> None:
     from zm_roi import embeddings
     from zm_roi.backfill import backfill
 
-    model = embeddings.configured_model()
-    if model is None:
+    models = embeddings.configured_models()
+    if not models:
         raise UserError("embeddings are off (ZM_EMBEDDING_MODEL=none): nothing to embed")
-    done = backfill(embedder_database_url(config), model, quiet=args.quiet)
+    done = backfill(embedder_database_url(config), models, quiet=args.quiet)
     print(
-        f"embedded {done.memories} memories with {model}; "
+        f"embedded {done.memories} memories with {' and '.join(models.values())}; "
         f"{done.questions_queued} probe questions queued for `zm-roi worker` to embed"
     )
 

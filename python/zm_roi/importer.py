@@ -202,7 +202,7 @@ def import_memories(db_url: str, path: Path, target: Target, *, quiet: bool = Fa
     batches and embed what it wrote (or found there without an embedding), with progress on stderr."""
     target = checked_target(target)
     memories = scoped(((f"{path}:{number}", line) for number, line in parse_file(path)), target)
-    model = embeddings.configured_model()
+    models = embeddings.configured_models()
     result = ImportResult()
     say = (lambda _: None) if quiet else (lambda text: print(text, file=sys.stderr, flush=True))
     with localdb.connect(db_url, autocommit=True) as conn:
@@ -210,9 +210,9 @@ def import_memories(db_url: str, path: Path, target: Target, *, quiet: bool = Fa
             place = _find_or_create(conn, target, result)
         with _layers_locked(conn, _layers(memories, place), session=True, say=say):
             ids = _write(conn, memories, place, result, quiet=quiet)
-        if model is not None:
+        if models:
             try:
-                result.embedded = backfill.embed_memories(conn, model, ids, quiet=quiet)
+                result.embedded = backfill.embed_every_leg(conn, models, ids, quiet=quiet)
             except UserError as exc:
                 raise UserError(
                     f"{exc}; the {result.imported + result.skipped} memories of {path} are written and searchable: "
@@ -242,9 +242,7 @@ def insert_memories(conn: psycopg.Connection, memories: list[MemoryLine], target
     place = _find_or_create(conn, target, result)
     with _layers_locked(conn, _layers(scoped_lines, place), session=False):
         ids = _write(conn, scoped_lines, place, result, quiet=True)
-    model = embeddings.configured_model()
-    if model is not None:
-        backfill.embed_memories(conn, model, ids, quiet=True)
+    backfill.embed_every_leg(conn, embeddings.configured_models(), ids, quiet=True)
     return result.imported
 
 

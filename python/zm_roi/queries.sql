@@ -112,7 +112,7 @@ reset role;
 -- name: recall
 select memory_id, kind, scope, title, body, score
 from roi.configured_recall(%(query)s, %(project_id)s, %(team_id)s, %(match_count)s, false,
-                           %(embedding)s::extensions.vector);
+                           %(embedding)s::extensions.vector, %(embedding_minilm)s::extensions.vector);
 
 -- name: project_id_by_name
 select id from public.projects where name = %(name)s;
@@ -185,9 +185,34 @@ where id = any(%(ids)s::uuid[]) and invalidated_at is null and embedding_model i
 update public.memories set embedding = %(embedding)s::extensions.vector, embedding_model = %(model)s
 where id = %(id)s;
 
+-- The same four and the store for the second leg's column (MiniLM).
+-- name: memories_to_embed_minilm
+select id, author_id, title, body from public.memories
+where invalidated_at is null and embedding_minilm_model is distinct from %(model)s
+order by id limit %(batch)s
+for update skip locked;
+
+-- name: count_memories_to_embed_minilm
+select count(*) from public.memories
+where invalidated_at is null and embedding_minilm_model is distinct from %(model)s;
+
+-- name: memories_to_embed_among_minilm
+select id, author_id, title, body from public.memories
+where id = any(%(ids)s::uuid[]) and invalidated_at is null and embedding_minilm_model is distinct from %(model)s
+order by id limit %(batch)s
+for update skip locked;
+
+-- name: count_memories_to_embed_among_minilm
+select count(*) from public.memories
+where id = any(%(ids)s::uuid[]) and invalidated_at is null and embedding_minilm_model is distinct from %(model)s;
+
+-- name: store_memory_embedding_minilm
+update public.memories set embedding_minilm = %(embedding)s::extensions.vector, embedding_minilm_model = %(model)s
+where id = %(id)s;
+
 -- Questions are the worker's to embed: the backfill only queues them (roi_embedder reads no question).
 -- name: queue_question_embeddings
-select roi.queue_question_embeddings(%(model)s);
+select roi.queue_question_embeddings(%(model)s, %(minilm_model)s);
 
 -- name: record_embedding_usage
 insert into public.usage_events (owner_id, purpose, model, input_tokens)
@@ -253,6 +278,9 @@ select roi.record_judge_check(%(run_id)s, %(probe_id)s, %(kind)s, %(with_memory)
 
 -- name: record_question_embedding
 select roi.record_question_embedding(%(probe_id)s, %(embedding)s::extensions.vector, %(embedding_model)s);
+
+-- name: record_question_embedding_minilm
+select roi.record_question_embedding_minilm(%(probe_id)s, %(embedding)s::extensions.vector, %(embedding_model)s);
 
 -- name: store_provider_key
 select roi.store_provider_key(%(owner_id)s, %(provider)s, %(api_key)s, %(passphrase)s);

@@ -49,11 +49,10 @@ def recall_in(
     if row is None:
         raise UserError(f"no user {email}: import memories for them first")
     project_id, team_id = _pin(conn, "project", project), _pin(conn, "team", team)
-    vector = None
-    model = embeddings.configured_model()
-    if model is not None:
+    vectors = {"embedding": None, "embedding_minilm": None}
+    for leg, model in embeddings.configured_models().items():
         embedded = embeddings.embed([question], as_query=True, model=model)
-        vector = embeddings.literal(embedded.vectors[0])
+        vectors[leg] = embeddings.literal(embedded.vectors[0])
         conn.execute(
             query("record_embedding_usage"),
             {"owner_id": row[0], "model": model, "probe_id": None, "input_tokens": embedded.input_tokens},
@@ -61,7 +60,7 @@ def recall_in(
     act_as(conn, claims_for(row[0], email))
     hits = conn.execute(
         query("recall"),
-        {"query": question, "project_id": project_id, "team_id": team_id, "match_count": limit, "embedding": vector},
+        {"query": question, "project_id": project_id, "team_id": team_id, "match_count": limit, **vectors},
     ).fetchall()
     conn.execute(query("back_to_login_role"))
     return hits

@@ -52,6 +52,8 @@ class WorkerConfig:
     concurrency: int = DEFAULT_WORKER_CONCURRENCY
     # Probe questions are embedded (as they are written, and as embed_question work); None when off.
     embedding_model: str | None = field(default_factory=embeddings.configured_model)
+    # The second leg's model (MiniLM, offline only): each question gets both, in one transaction.
+    minilm_model: str | None = field(default_factory=lambda: embeddings.configured_models().get("embedding_minilm"))
 
 
 @dataclass(frozen=True)
@@ -248,6 +250,13 @@ class Worker:
             log.info("generation probe=%s: question not embedded: %s", job["probe_id"], describe(exc))
             return _scalar(conn, "record_question", args)
         self._meter_embedding(conn, job, model, embedded)
+        if self.config.minilm_model is not None:
+            try:
+                second = embeddings.embed([question], as_query=True, model=self.config.minilm_model)
+            except Exception as exc:  # the first leg still serves; `zm-roi embed` queues the second
+                log.info("generation probe=%s: question not embedded by MiniLM: %s", job["probe_id"], describe(exc))
+            else:
+                self._store_minilm(conn, job, second)
         return _scalar(
             conn,
             "record_question_embedded",
@@ -259,11 +268,13 @@ class Worker:
         of the model in force. No provider key is involved; with embeddings off the row just leaves."""
         model = self.config.embedding_model
         args = {"probe_id": job["probe_id"], "embedding": None, "embedding_model": None}
-        embedded = None
+        embedded = second = None
         failure = None
         if model is not None:
             try:
                 embedded = embeddings.embed([job["question"]], as_query=True, model=model)
+                if self.config.minilm_model is not None:
+                    second = embeddings.embed([job["question"]], as_query=True, model=self.config.minilm_model)
             except Exception as exc:  # the offline model or a provider: another attempt may succeed
                 failure = describe(exc)
         with conn.transaction():
@@ -274,6 +285,8 @@ class Worker:
                 result = "embeddings are off: left to the lexical leg"
             else:
                 self._meter_embedding(conn, job, model, embedded)
+                if second is not None:
+                    self._store_minilm(conn, job, second)  # before the row below leaves with the work
                 args.update(embedding=embeddings.literal(embedded.vectors[0]), embedding_model=model)
                 done = _scalar(conn, "record_question_embedding", args)
                 result = "embedding recorded" if done else "embedding dropped: the probe is no longer active"
@@ -428,6 +441,13 @@ class Worker:
             conn, "release_work", {"work_id": job["work_id"], "attempt": job["attempt"], "failure": failure}
         )
         return f"{_FAILED[state]}: {failure}"
+
+    def _store_minilm(self, conn: psycopg.Connection, job: dict, embedded: embeddings.Embedded) -> None:
+        """The question's second embedding, metered as its own call, stored while the worker may still
+        write the probe (before roi.record_question or roi.record_question_embedding hands it on)."""
+        self._meter_embedding(conn, job, embedded.model, embedded)
+        stored = {"probe_id": job["probe_id"], "embedding": embeddings.literal(embedded.vectors[0])}
+        _scalar(conn, "record_question_embedding_minilm", {**stored, "embedding_model": embedded.model})
 
     @staticmethod
     def _meter_embedding(conn: psycopg.Connection, job: dict, model: str, embedded: embeddings.Embedded) -> None:

@@ -270,6 +270,20 @@ begin
   left join bench.team_roster tr on x.scope = 'team'
     and tr.n = 1 + floor(shape.teams * power(d.u_where, 1.5))::integer;
   get diagnostics added = row_count;
+  -- The load skips the triggers (session_replication_role = replica), so the chunk's postings are
+  -- written here, as roi.post_new_memories writes them (unless the database predates postings: a
+  -- side-by-side base of `make bench BASE=…`; plpgsql plans the insert only when it runs).
+  if to_regclass('public.memory_postings') is not null then
+    insert into public.memory_postings (memory_id, lexeme, impact, scope, layer_id, author_id)
+    select m.id, l.lexeme,
+           ts_rank('{0.1, 0.2, 0.4, 0.4}'::real[], m.search,
+                   ('''' || replace(replace(l.lexeme, '\', '\\'), '''', '''''') || '''')::tsquery, 1),
+           m.scope, coalesce(m.project_id, m.team_id, m.author_id), m.author_id
+    from draws d
+    join public.memories m on m.id = bench.uuid_for(shape.seed, 'memory', d.i)
+    cross join lateral unnest(m.search) l
+    where m.invalidated_at is null;
+  end if;
   drop table draws, titles, bodies;
   return added;
 end

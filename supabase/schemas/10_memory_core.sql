@@ -70,6 +70,10 @@ create table public.memories (
   -- recall's lexical leg still finds the memory. A change of title or body clears both (60_embeddings.sql).
   embedding extensions.vector(384),
   embedding_model text,
+  -- The second offline model's embedding (all-MiniLM-L6-v2, 384 dimensions) and its model, for the
+  -- third leg of recall; written and cleared like the first. Null with a hosted model (README, "Embeddings").
+  embedding_minilm extensions.vector(384),
+  embedding_minilm_model text,
   constraint memories_scope_owner check (
     (scope = 'personal' and project_id is null and team_id is null)
     or (scope = 'project' and project_id is not null and team_id is null)

@@ -4,7 +4,8 @@
 -- builds a database from each and prints any difference.
 --
 -- Recall: the one read path agents use, the query parser it shares with nothing else, and the
--- covering indexes it reads memories from. public.recall is hybrid (lexical + semantic, fused by
+-- inverted index and covering indexes it reads memories from (what keeps the inverted index current:
+-- 36_recall_postings_triggers.sql). public.recall is hybrid (lexical + semantic, fused by
 -- reciprocal rank); public.recall_lexical is its lexical leg, and a recall a deployment can configure
 -- to compare against (which recall the benchmark calls: roi.configured_recall, 32_roi_runs.sql).
 --
@@ -24,58 +25,61 @@
 --      the lexical matcher. The semantic leg ranks by exact cosine distance. No HNSW or IVFFlat
 --      index on purpose: under RLS an index-ordered approximate scan applies the policy after the
 --      search, so it under-returns, and its row counts reveal how dense other tenants' data is.
+--      Re-measured with pgvector 0.8's iterative scans (bench/README.md, "Impact-ordered postings"):
+--      a 10,000-row layer beside a 100,000-row one still under-returned for 12 of 81 questions, and
+--      the scan's work follows the other tenants' vectors, so its timing would reveal them.
 --   3. Index-only. Reading a heap page per row of the layer (a layer's memories arrive interleaved
---      with everyone else's), for the hybrid a TOASTed 1.5 kB vector too, and ranking with
---      ts_rank_cd, a pinned recall at 1M takes 14 ms (project) and 27 ms (team) against a target of
---      10, and the hybrid 3× that. A b-tree covering index per layer kind keeps a layer's entries
---      together whatever order they arrive in, and an index-only scan evaluates the policy, `@@`
---      and the distance on the entry itself; ts_rank ranks the templated questions as well as
---      ts_rank_cd or better at ~1/10 the CPU (public ADR set: hit@1 323 against 321 of 328, MRR
---      0.991 against 0.988); and the plan, the same shape for every pin, is generic instead of
---      re-planned on every call. A pin narrows to the caller's own memberships first, so pinning
---      someone else's project or team reads nothing of it (its size cannot be timed).
+--      with everyone else's), for the hybrid a TOASTed 1.5 kB vector too, a pinned recall at 1M took
+--      14 ms (project) and 27 ms (team) against a target of 10. The semantic leg reads a b-tree
+--      covering index per layer kind, which keeps a layer's entries together whatever order they
+--      arrive in; an index-only scan evaluates the policy and the distance on the entry itself; and
+--      the plan, the same shape for every pin, is generic instead of re-planned on every call. A pin
+--      narrows to the caller's own memberships first, so pinning someone else's project or team
+--      reads nothing of it (its size cannot be timed).
 --   4. Hybrid planned per call: for a team whose one project holds most memories, a generic plan
 --      scans the whole table for the semantic leg of every pin (1,000-row layer next to a
 --      100,000-row one: 62 ms of CPU a call, against 3.4 planned per call). recall_lexical keeps
 --      its generic plan: its arms stay on their indexes.
 --   5. No JIT: a recall's cost estimate grows with the table, its work does not; compiling its plan
 --      would cost more than running it.
+--   6. Lexical cost bounded by the question, not the layer (issue 22): reading every covering-index
+--      entry of a 100,000-row real-text layer cost 33 ms, so the lexical leg reads an impact-ordered
+--      inverted index instead (public.memory_postings): per question lexeme and caller layer the
+--      2,000 postings of highest impact, by `=` (leakproof, so its b-tree serves a caller under RLS),
+--      then the 500 best candidates by summed impact ranked exactly by ts_rank on the memory. ts_rank
+--      ranks the templated questions as well as ts_rank_cd or better at ~1/10 the CPU (public ADR
+--      set: hit@1 323 against 321 of 328). Exact below ~10,000 rows per layer; at 100,000 real-text
+--      rows 8 of the exact top 10 on average (bench/README.md, "Impact-ordered postings").
+
+-- ============================================================================================
+-- Tables
+-- ============================================================================================
+-- Recall's inverted index: one row per live memory and lexeme of its search vector. `impact` is that
+-- lexeme's own ts_rank on the memory's vector (recall's weights, normalisation 1): for an OR query of
+-- q distinct lexemes ts_rank is the sum of the matched lexemes' impacts divided by q, so the summed
+-- impacts rank memories as ts_rank does. The policy columns are the memory's (its scope and layer:
+-- the author for personal memories, else the project or team), so row-level security reads a
+-- posting exactly as it reads its memory, and `=` on them and on the lexeme (leakproof) lets an index
+-- serve a caller under RLS, which the GIN index on `search` never could. Written only by the
+-- triggers on public.memories, as the writer of the memory (36_recall_postings_triggers.sql).
+create table public.memory_postings (
+  memory_id uuid not null references public.memories (id) on delete cascade,
+  lexeme text not null,
+  impact real not null,
+  scope text not null check (scope in ('personal', 'project', 'team')),
+  layer_id uuid not null,
+  author_id uuid not null,
+  primary key (memory_id, lexeme)
+);
 
 -- ============================================================================================
 -- Indexes
 -- ============================================================================================
--- One covering index per layer kind for the lexical leg: the layer key, then every column the read
--- policy and recall need (the policy's scope, author_id, project_id, team_id run on each entry before
--- the question does). A b-tree entry holds at most ~2.7 kB and a search vector can be larger (bodies
--- are indexed up to 100,000 characters), so only vectors that fit go in: 2,400 bytes keeps each entry
--- under the limit (2,704) with the rest. `octet_length(search::text) + 4 * length(search)` bounds the
--- stored size of a tsvector from above (per lexeme the binary form is at most 4 bytes longer than its
--- text form), is immutable, and is repeated verbatim in the recall functions so the planner can match
--- each arm to its index.
-create index memories_personal_search_idx on public.memories (author_id)
-  include (scope, project_id, team_id, created_at, id, search)
-  where invalidated_at is null and scope = 'personal'
-    and octet_length(search::text) + 4 * length(search) <= 2400;
-create index memories_project_search_idx on public.memories (project_id)
-  include (scope, team_id, author_id, created_at, id, search)
-  where invalidated_at is null and scope = 'project'
-    and octet_length(search::text) + 4 * length(search) <= 2400;
-create index memories_team_search_idx on public.memories (team_id)
-  include (scope, project_id, author_id, created_at, id, search)
-  where invalidated_at is null and scope = 'team'
-    and octet_length(search::text) + 4 * length(search) <= 2400;
+-- A layer's postings of one lexeme, highest impact first: recall reads the first few of each of the
+-- question's lexemes (an index-only scan; the policy runs on scope and layer_id in the entry).
+create index memory_postings_impact_idx on public.memory_postings (layer_id, lexeme, impact desc)
+  include (scope, memory_id);
 
--- The live memories whose search vector is too large for the covering indexes (bodies of several
--- pages: rare), per layer; recall reads them in an arm of their own.
-create index memories_personal_oversized_idx on public.memories (author_id)
-  where invalidated_at is null and scope = 'personal'
-    and octet_length(search::text) + 4 * length(search) > 2400;
-create index memories_project_oversized_idx on public.memories (project_id)
-  where invalidated_at is null and scope = 'project'
-    and octet_length(search::text) + 4 * length(search) > 2400;
-create index memories_team_oversized_idx on public.memories (team_id)
-  where invalidated_at is null and scope = 'team'
-    and octet_length(search::text) + 4 * length(search) > 2400;
 
 -- The semantic leg's covering indexes: each layer's vectors together and inline (~4 a page). A
 -- 384-dimension vector always fits a b-tree entry (1.5 kB of 2.7 kB), so no row is left out; the
@@ -89,6 +93,17 @@ create index memories_project_embedding_idx on public.memories (project_id)
 create index memories_team_embedding_idx on public.memories (team_id)
   include (scope, project_id, author_id, created_at, id, embedding)
   where invalidated_at is null and scope = 'team' and embedding is not null;
+
+-- The same for the third leg's vectors (MiniLM), for the same reason and at the same price.
+create index memories_personal_embedding_minilm_idx on public.memories (author_id)
+  include (scope, project_id, team_id, created_at, id, embedding_minilm)
+  where invalidated_at is null and scope = 'personal' and embedding_minilm is not null;
+create index memories_project_embedding_minilm_idx on public.memories (project_id)
+  include (scope, team_id, author_id, created_at, id, embedding_minilm)
+  where invalidated_at is null and scope = 'project' and embedding_minilm is not null;
+create index memories_team_embedding_minilm_idx on public.memories (team_id)
+  include (scope, project_id, author_id, created_at, id, embedding_minilm)
+  where invalidated_at is null and scope = 'team' and embedding_minilm is not null;
 
 -- ============================================================================================
 -- Functions
@@ -110,10 +125,12 @@ $$;
 -- can configure (the demo compares against it). Runs as the caller: row-level security decides what
 -- exists, the pin decides which of it a session working in that scope would read (project or team
 -- plus the caller's personal layer; `personal_only` the personal layer alone; no pin every project
--- and team the caller is a member of). Best match first, live memories only. The best `match_count`
--- are chosen from the covering indexes alone (index-only scans: id, created_at and score), then only
--- those rows are read from the table for their text. A caller with no identity (maintenance): the
--- pin as given, or with no pin everything their role may see, in its own statement.
+-- and team the caller is a member of). Best match first, live memories only. Candidates come from the
+-- postings of the question's lexemes in the caller's layers (index-only scans, a bounded number per
+-- lexeme and layer, so the cost does not grow with the layer); the best `pool` of them by summed
+-- impact are read by primary key and ranked exactly by ts_rank, under the memories' own policy and
+-- the pin, and only the best `match_count` are read again for their text. A caller with no identity
+-- (maintenance): the pin as given, or with no pin everything their role may see, in its own statement.
 create function public.recall_lexical(
   query text,
   project_id uuid default null,
@@ -127,7 +144,13 @@ as $$
 declare
   -- ts_rank's weights for D, C, B (the body) and A (the title): the title weighted like the body.
   weights constant real[] := '{0.1, 0.2, 0.4, 0.4}';
+  -- Candidates: the per_term postings of highest impact of each question lexeme in each layer read,
+  -- and of those the `pool` memories of highest summed impact, re-ranked exactly by ts_rank
+  -- (bench/README.md, "Impact-ordered postings": the frontier of cost against the exact ranking).
+  per_term constant integer := 2000;
+  pool constant integer := 500;
   tsq tsquery := public.recall_query(coalesce(query, ''));
+  terms text[] := tsvector_to_array(to_tsvector('english'::regconfig, coalesce(query, '')));
   caller uuid := auth.uid();
   unpinned boolean := recall_lexical.project_id is null and recall_lexical.team_id is null
                       and not coalesce(personal_only, false);
@@ -152,31 +175,31 @@ begin
     teams := array(select t from public.caller_team_ids() t where t = recall_lexical.team_id or unpinned);
   end if;
   return query
-    with best as (
+    with layers as (
+      select 'personal'::text as scope, caller as id where caller is not null
+      union all
+      select 'project', p from unnest(projects) p
+      union all
+      select 'team', t from unnest(teams) t
+    ), hits as (
+      select h.memory_id
+      from layers l
+      cross join unnest(terms) t
+      cross join lateral (
+        select p.memory_id, p.impact from public.memory_postings p
+        where p.layer_id = l.id and p.lexeme = t and p.scope = l.scope
+        order by p.impact desc
+        limit per_term
+      ) h
+      group by h.memory_id
+      order by sum(h.impact) desc
+      limit pool
+    ), best as (
       select c.id, c.created_at, c.score
       from (
         select m.id, m.created_at, ts_rank(weights, m.search, tsq, 1)::real as score
         from public.memories m
-        where m.scope = 'personal' and m.invalidated_at is null and m.author_id = caller
-          and octet_length(m.search::text) + 4 * length(m.search) <= 2400
-          and m.search @@ tsq
-        union all
-        select m.id, m.created_at, ts_rank(weights, m.search, tsq, 1)::real
-        from public.memories m
-        where m.scope = 'project' and m.invalidated_at is null and m.project_id = any (projects)
-          and octet_length(m.search::text) + 4 * length(m.search) <= 2400
-          and m.search @@ tsq
-        union all
-        select m.id, m.created_at, ts_rank(weights, m.search, tsq, 1)::real
-        from public.memories m
-        where m.scope = 'team' and m.invalidated_at is null and m.team_id = any (teams)
-          and octet_length(m.search::text) + 4 * length(m.search) <= 2400
-          and m.search @@ tsq
-        union all
-        select m.id, m.created_at, ts_rank(weights, m.search, tsq, 1)::real
-        from public.memories m
-        where m.invalidated_at is null
-          and octet_length(m.search::text) + 4 * length(m.search) > 2400
+        where m.id = any (array(select hits.memory_id from hits)) and m.invalidated_at is null
           and ((m.scope = 'personal' and m.author_id = caller)
                or (m.scope = 'project' and m.project_id = any (projects))
                or (m.scope = 'team' and m.team_id = any (teams)))
@@ -194,49 +217,61 @@ begin
 end
 $$;
 
--- The bundled recall: the contract's five arguments plus an optional query embedding (the documented
--- extension of the contract). Without an embedding, or for a caller with no identity and no pin
--- (maintenance: exact distances over a whole corpus are not a read path), it is the lexical recall.
--- With one, two legs over the layers the lexical recall reads, each from its covering indexes alone
--- (index-only scans: id, created_at and the leg's rank): the lexical leg's arms are recall_lexical's
--- (written twice, held equal by tests/db/test_schema_files.py), ranked by ts_rank; the semantic leg ranks the embedded memories by exact cosine distance. Each
--- keeps its best 2 × match_count, reciprocal rank fusion (k = 50, as Supabase's hybrid_search) adds
--- weight / (k + rank) per leg (weights 1 lexical, 1.5 semantic, tuned on paraphrased questions:
--- bench/README.md, "Hybrid recall"), and only the best match_count rows are read from the table for
--- their text. (Calling recall_lexical for the lexical leg instead cost a fifth more: its text fetch
--- of 2 × match_count rows, then this one's.) Planned per call, unlike recall_lexical: a generic plan
--- estimates the pinned layers at a share of the table, and where one project holds most of the
--- memories that share made the semantic leg scan the whole table for every pin (bench/README.md,
--- "Pinned recall against the layer's size").
+-- The bundled recall: the contract's five arguments plus two optional query embeddings (the documented
+-- extension of the contract): the first model's (`embedding`) and MiniLM's (`embedding_minilm`).
+-- Without an embedding, or for a caller with no identity and no pin (maintenance: exact distances over
+-- a whole corpus are not a read path), it is the lexical recall. With one or both, the lexical leg
+-- plus a semantic leg per embedding given (a leg whose embedding is null is left out, so a deployment
+-- with one hosted model fuses two legs), over the layers the lexical recall reads: the lexical leg is
+-- recall_lexical's (its postings' candidates ranked by ts_rank; written twice, held equal by
+-- tests/db/test_schema_files.py); the semantic legs rank the embedded memories by exact cosine
+-- distance from their covering indexes alone (index-only scans: id, created_at and the distance;
+-- `minilm` on the second column). Each keeps its best 2 × match_count, reciprocal rank fusion adds
+-- weight / (k + rank) per leg (k and the three weights chosen on paraphrased questions:
+-- bench/README.md, "Three legs"), and only the best match_count rows are read from the table for their
+-- text. Planned per call, unlike recall_lexical: a generic plan estimates the pinned layers at a share
+-- of the table, and where one project holds most of the memories that share made the semantic leg
+-- scan the whole table for every pin (bench/README.md, "Pinned recall against the layer's size").
 create function public.recall(
   query text,
   project_id uuid default null,
   team_id uuid default null,
   match_count integer default 10,
   personal_only boolean default false,
-  query_embedding extensions.vector default null
+  query_embedding extensions.vector default null,
+  query_embedding_minilm extensions.vector default null
 ) returns table (memory_id uuid, kind text, scope text, title text, body text, score real)
   language plpgsql stable security invoker set search_path = '' set plan_cache_mode = force_custom_plan
   set jit = off
 as $$
 declare
-  rrf_k constant integer := 50;
+  -- Chosen on the paraphrased questions with all three legs (bench/README.md, "Three legs"): a small k
+  -- lets a leg's first ranks count, and the two embedding legs weigh alike, a quarter above the lexical.
+  rrf_k constant integer := 5;
   lexical_weight constant real := 1.0;
-  semantic_weight constant real := 1.5;
+  semantic_weight constant real := 1.25;
+  minilm_weight constant real := 1.25;
   -- recall_lexical's ranking weights: the title weighted like the body.
   weights constant real[] := '{0.1, 0.2, 0.4, 0.4}';
-  tsq tsquery := public.recall_query(coalesce(query, ''));
+  -- recall_lexical's candidates (its per_term postings per lexeme and layer, its pool re-ranked).
+  per_term constant integer := 2000;
+  pool constant integer := 500;
+  -- Parsed after the lexical-only return below: recall_lexical parses the question itself.
+  tsq tsquery;
+  terms text[];
   caller uuid := auth.uid();
   unpinned boolean := recall.project_id is null and recall.team_id is null and not coalesce(personal_only, false);
   projects uuid[];
   teams uuid[];
   wanted integer := greatest(least(coalesce(match_count, 10), 100), 0);
 begin
-  if query_embedding is null or (unpinned and caller is null) then
+  if (query_embedding is null and query_embedding_minilm is null) or (unpinned and caller is null) then
     return query select * from public.recall_lexical(query, recall.project_id, recall.team_id, match_count,
                                                       personal_only);
     return;
   end if;
+  tsq := public.recall_query(coalesce(query, ''));
+  terms := tsvector_to_array(to_tsvector('english'::regconfig, coalesce(query, '')));
   if caller is null then
     projects := array_remove(array[recall.project_id], null);
     teams := array_remove(array[recall.team_id], null);
@@ -245,31 +280,31 @@ begin
     teams := array(select t from public.caller_team_ids() t where t = recall.team_id or unpinned);
   end if;
   return query
-    with lexical as (
+    with layers as (
+      select 'personal'::text as scope, caller as id where caller is not null
+      union all
+      select 'project', p from unnest(projects) p
+      union all
+      select 'team', t from unnest(teams) t
+    ), hits as (
+      select h.memory_id
+      from layers l
+      cross join unnest(terms) t
+      cross join lateral (
+        select p.memory_id, p.impact from public.memory_postings p
+        where p.layer_id = l.id and p.lexeme = t and p.scope = l.scope
+        order by p.impact desc
+        limit per_term
+      ) h
+      group by h.memory_id
+      order by sum(h.impact) desc
+      limit pool
+    ), lexical as (
       select c.id, c.created_at, row_number() over (order by c.score desc, c.created_at desc, c.id) as rank
       from (
         select m.id, m.created_at, ts_rank(weights, m.search, tsq, 1)::real as score
         from public.memories m
-        where m.scope = 'personal' and m.invalidated_at is null and m.author_id = caller
-          and octet_length(m.search::text) + 4 * length(m.search) <= 2400
-          and m.search @@ tsq
-        union all
-        select m.id, m.created_at, ts_rank(weights, m.search, tsq, 1)::real
-        from public.memories m
-        where m.scope = 'project' and m.invalidated_at is null and m.project_id = any (projects)
-          and octet_length(m.search::text) + 4 * length(m.search) <= 2400
-          and m.search @@ tsq
-        union all
-        select m.id, m.created_at, ts_rank(weights, m.search, tsq, 1)::real
-        from public.memories m
-        where m.scope = 'team' and m.invalidated_at is null and m.team_id = any (teams)
-          and octet_length(m.search::text) + 4 * length(m.search) <= 2400
-          and m.search @@ tsq
-        union all
-        select m.id, m.created_at, ts_rank(weights, m.search, tsq, 1)::real
-        from public.memories m
-        where m.invalidated_at is null
-          and octet_length(m.search::text) + 4 * length(m.search) > 2400
+        where m.id = any (array(select hits.memory_id from hits)) and m.invalidated_at is null
           and ((m.scope = 'personal' and m.author_id = caller)
                or (m.scope = 'project' and m.project_id = any (projects))
                or (m.scope = 'team' and m.team_id = any (teams)))
@@ -297,12 +332,37 @@ begin
         order by 3, 2 desc, 1
         limit wanted * 2
       ) c
+    ), minilm as (
+      select c.id, c.created_at, row_number() over (order by c.distance, c.created_at desc, c.id) as rank
+      from (
+        select m.id, m.created_at, m.embedding_minilm operator(extensions.<=>) query_embedding_minilm as distance
+        from public.memories m
+        where m.scope = 'personal' and m.invalidated_at is null and m.author_id = caller
+          and m.embedding_minilm is not null
+        union all
+        select m.id, m.created_at, m.embedding_minilm operator(extensions.<=>) query_embedding_minilm
+        from public.memories m
+        where m.scope = 'project' and m.invalidated_at is null and m.project_id = any (projects)
+          and m.embedding_minilm is not null
+        union all
+        select m.id, m.created_at, m.embedding_minilm operator(extensions.<=>) query_embedding_minilm
+        from public.memories m
+        where m.scope = 'team' and m.invalidated_at is null and m.team_id = any (teams)
+          and m.embedding_minilm is not null
+        order by 3, 2 desc, 1
+        limit wanted * 2
+      ) c
     ), fused as (
-      select coalesce(x.id, s.id) as id, coalesce(x.created_at, s.created_at) as created_at,
-             (coalesce(lexical_weight / (rrf_k + x.rank), 0) + coalesce(semantic_weight / (rrf_k + s.rank), 0))::real
-               as score
-      from lexical x
-      full join semantic s on s.id = x.id
+      -- A leg whose query embedding is null is left out (planned per call, so it is not even read).
+      select l.id, max(l.created_at) as created_at, sum(l.weight / (rrf_k + l.rank))::real as score
+      from (
+        select x.id, x.created_at, x.rank, lexical_weight as weight from lexical x
+        union all
+        select s.id, s.created_at, s.rank, semantic_weight from semantic s where query_embedding is not null
+        union all
+        select n.id, n.created_at, n.rank, minilm_weight from minilm n where query_embedding_minilm is not null
+      ) l
+      group by l.id
     ), best as (
       select f.id, f.created_at, f.score from fused f
       order by f.score desc, f.created_at desc, f.id
@@ -317,9 +377,36 @@ end
 $$;
 
 -- ============================================================================================
+-- Policies
+-- ============================================================================================
+alter table public.memory_postings enable row level security;
+
+create policy "Postings are visible to their memory's audience" on public.memory_postings
+  for select to authenticated using (
+    (scope = 'personal' and layer_id = (select auth.uid()))
+    or (scope = 'project' and layer_id in (select public.caller_project_ids()))
+    or (scope = 'team' and layer_id in (select public.caller_team_ids()))
+  );
+
+create policy "Authors post their memories where they belong" on public.memory_postings
+  for insert to authenticated with check (
+    author_id = (select auth.uid())
+    and (
+      (scope = 'personal' and layer_id = author_id)
+      or (scope = 'project' and layer_id in (select public.caller_project_ids()))
+      or (scope = 'team' and layer_id in (select public.caller_team_ids()))
+    )
+  );
+
+create policy "Authors withdraw their memories' postings" on public.memory_postings
+  for delete to authenticated using (author_id = (select auth.uid()));
+
+-- ============================================================================================
 -- Grants
 -- ============================================================================================
 revoke execute on function public.recall_query(text), public.recall_lexical(text, uuid, uuid, integer, boolean),
-  public.recall(text, uuid, uuid, integer, boolean, extensions.vector) from public, anon;
+  public.recall(text, uuid, uuid, integer, boolean, extensions.vector, extensions.vector) from public, anon;
 grant execute on function public.recall_query(text), public.recall_lexical(text, uuid, uuid, integer, boolean),
-  public.recall(text, uuid, uuid, integer, boolean, extensions.vector) to authenticated;
+  public.recall(text, uuid, uuid, integer, boolean, extensions.vector, extensions.vector) to authenticated;
+revoke all on public.memory_postings from anon, authenticated;
+grant select, insert, delete on public.memory_postings to authenticated;

@@ -49,15 +49,17 @@ create table roi.settings (
   closed_book_checks integer not null default 0 check (closed_book_checks between 0 and 200),
   -- The recall the benchmark calls, as a regprocedure text (`public.recall(text,uuid,…)`); resolved
   -- on every run, so a dropped function fails the run with a clear message instead of calling another.
-  recall_function text not null default 'public.recall(text,uuid,uuid,integer,boolean,extensions.vector)',
-  -- Whether that recall takes the query embedding (its sixth argument): recorded whenever
-  -- recall_function is written (roi.note_recall_takes_embedding), read by every run.
-  recall_takes_embedding boolean not null default true,
+  recall_function text not null
+    default 'public.recall(text,uuid,uuid,integer,boolean,extensions.vector,extensions.vector)',
   -- Probes per LLM run the judge sees again with the source withheld (judge_withheld) and with the
   -- results in reverse order (judge_reversed): 3 each, so every run is checked, at 6 extra judge calls
   -- per run (+30% of a 20-question run's judge calls; README, "Judge checks").
   withheld_source_checks integer not null default 3 check (withheld_source_checks between 0 and 200),
-  order_checks integer not null default 3 check (order_checks between 0 and 200)
+  order_checks integer not null default 3 check (order_checks between 0 and 200),
+  -- How many query embeddings that recall takes after its five arguments (0, 1: the first model's, 2:
+  -- also MiniLM's): recorded whenever recall_function is written (roi.note_recall_embeddings), read by
+  -- every run.
+  recall_embeddings smallint not null default 2 check (recall_embeddings between 0 and 2)
 );
 insert into roi.settings default values;
 
@@ -92,6 +94,10 @@ create table roi.probes (
   -- and prompt hash, prompts.fingerprint). Null for questions written in deterministic mode.
   question_origin text check (question_origin in ('model', 'retry', 'template')),
   generator_fingerprint text,
+  -- The second offline model's (MiniLM) embedding of the question, for recall's third leg: written
+  -- by the worker in the same transaction as the first (roi.record_question_embedding_minilm).
+  question_embedding_minilm extensions.vector(384),
+  question_embedding_minilm_model text,
   unique (owner_id, memory_id),
   check (state <> 'active' or question is not null),
   check (state <> 'pending' or question is null),

@@ -188,7 +188,7 @@ end
 $$;
 
 -- LLM mode: the caller's active probes that still carry the template question deterministic mode
--- gave them become pending again (question and embedding cleared), so the worker writes a real one
+-- gave them become pending again (question and embeddings cleared), so the worker writes a real one
 -- (roi.queue_probe_work queues it). Template questions quote the title, and an LLM-judged run carries
 -- no caveat. Called by benchmark_memory(), so only owners who run the benchmark pay for new questions;
 -- a template the question gate fell back to (question_origin 'template') is kept.
@@ -200,7 +200,8 @@ declare
 begin
   update roi.probes p
   set state = 'pending', question = null, activated_at = null, question_embedding = null,
-      question_embedding_model = null, last_error = null
+      question_embedding_model = null, question_embedding_minilm = null, question_embedding_minilm_model = null,
+      last_error = null
   where p.owner_id = (select auth.uid()) and p.state = 'active' and p.question_origin is null
     and p.question = roi.template_question(p.source_kind, p.source_title, p.source_body);
   get diagnostics handed = row_count;

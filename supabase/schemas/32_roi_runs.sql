@@ -14,9 +14,13 @@
 -- Functions
 -- ============================================================================================
 
--- Close a run whose every probe has a verdict. Serialised per run by an advisory lock, so the two
--- workers recording the last two verdicts cannot both miss the moment.
-create function roi.close_run_if_done(target_run uuid) returns boolean
+-- The steps every way of closing a run shares, under the run's lock (so two workers recording the
+-- last two verdicts cannot both miss the moment): nothing for a run gone or closed already; the
+-- probes still unjudged recorded as skipped for `skip_reason` by `skipped_by`, when one is given;
+-- then the closure, its pending run marked closed for rotation, and its judgments still queued
+-- dropped. A run closes as 'complete' only once every probe has its verdict.
+create function roi.record_run_closure(target_run uuid, reason text, skip_reason text, skipped_by text)
+  returns boolean
   language plpgsql volatile security invoker set search_path = ''
 as $$
 declare
@@ -27,10 +31,18 @@ begin
   if run.id is null or exists (select from roi.run_closures c where c.run_id = target_run) then
     return false;
   end if;
-  if (select count(*) from roi.verdicts v where v.run_id = target_run) < run.probe_count then
+  if skip_reason is not null then
+    insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, skipped, skip_reason, judged_by)
+    select rc.run_id, rc.probe_id, rc.owner_id, p.memory_id, true, skip_reason, skipped_by
+    from roi.recalls rc
+    join roi.probes p on p.id = rc.probe_id
+    where rc.run_id = target_run
+    on conflict (run_id, probe_id) do nothing;
+  end if;
+  if reason = 'complete' and (select count(*) from roi.verdicts v where v.run_id = target_run) < run.probe_count then
     return false;
   end if;
-  insert into roi.run_closures (run_id, owner_id, reason) values (target_run, run.owner_id, 'complete')
+  insert into roi.run_closures (run_id, owner_id, reason) values (target_run, run.owner_id, reason)
   on conflict (run_id) do nothing;
   update roi.pending_runs pr set closed = true where pr.run_id = target_run;
   delete from roi.work w where w.run_id = target_run and w.kind = 'judge';
@@ -38,32 +50,21 @@ begin
 end
 $$;
 
+-- Close a run whose every probe has a verdict (the worker, after each verdict; upkeep, as a backstop).
+create function roi.close_run_if_done(target_run uuid) returns boolean
+  language sql volatile security invoker set search_path = ''
+as $$
+  select roi.record_run_closure(target_run, 'complete', null, null);
+$$;
+
 -- Close a run past the timeout: the probes still unjudged are recorded as skipped, and the run
 -- counts what was judged. Used by benchmark_memory() for the caller and by upkeep for everyone.
 create function roi.close_overdue_run(target_run uuid) returns boolean
-  language plpgsql volatile security invoker set search_path = ''
+  language sql volatile security invoker set search_path = ''
 as $$
-declare
-  run roi.runs;
-begin
-  perform pg_advisory_xact_lock(roi.run_lock_key(target_run));
-  select * into run from roi.runs r where r.id = target_run;
-  if run.id is null or exists (select from roi.run_closures c where c.run_id = target_run)
-     or run.started_at > clock_timestamp() - (select s.run_timeout from roi.settings s) then
-    return false;
-  end if;
-  insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, skipped, skip_reason, judged_by)
-  select rc.run_id, rc.probe_id, rc.owner_id, p.memory_id, true, 'timeout', 'timeout'
-  from roi.recalls rc
-  join roi.probes p on p.id = rc.probe_id
-  where rc.run_id = target_run
-  on conflict (run_id, probe_id) do nothing;
-  insert into roi.run_closures (run_id, owner_id, reason) values (target_run, run.owner_id, 'timeout')
-  on conflict (run_id) do nothing;
-  update roi.pending_runs pr set closed = true where pr.run_id = target_run;
-  delete from roi.work w where w.run_id = target_run and w.kind = 'judge';
-  return true;
-end
+  select coalesce((select roi.record_run_closure(r.id, 'timeout', 'timeout', 'timeout') from roi.runs r
+                   where r.id = target_run
+                     and r.started_at <= clock_timestamp() - (select s.run_timeout from roi.settings s)), false);
 $$;
 
 -- Deterministic mode: an open LLM run of the caller has no judge coming. Its unjudged probes are
@@ -71,29 +72,20 @@ $$;
 -- the same benchmark call starts a deterministic run. False (nothing done) in LLM mode or for a
 -- deterministic run.
 create function roi.close_run_left_without_judge(target_run uuid) returns boolean
-  language plpgsql volatile security invoker set search_path = ''
+  language sql volatile security invoker set search_path = ''
 as $$
-begin
-  if (select s.extractor from roi.settings s) <> 'deterministic'
-     or not exists (select from roi.runs r where r.id = target_run and r.mode = 'llm') then
-    return false;
-  end if;
-  perform pg_advisory_xact_lock(roi.run_lock_key(target_run));
-  insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, skipped, skip_reason, judged_by)
-  select rc.run_id, rc.probe_id, rc.owner_id, p.memory_id, true, 'mode_changed', 'deterministic'
-  from roi.recalls rc
-  join roi.probes p on p.id = rc.probe_id
-  where rc.run_id = target_run
-  on conflict (run_id, probe_id) do nothing;
-  return roi.close_run_if_done(target_run);
-end
+  select coalesce((select roi.record_run_closure(r.id, 'complete', 'mode_changed', 'deterministic')
+                   from roi.runs r
+                   where r.id = target_run and r.mode = 'llm'
+                     and (select s.extractor from roi.settings s) = 'deterministic'), false);
 $$;
 
 -- Resolve SCHEMA.NAME to the recall function the benchmark may call, or raise why not, in one line.
 -- The contract: SECURITY INVOKER; arguments (text, uuid, uuid, integer, boolean), optionally followed
--- by a query embedding (extensions.vector); a set whose columns include memory_id, title, body and
--- score, in rank order. When both forms exist, the one that takes an embedding is chosen. (A
--- deployment that already has a search function points the benchmark at it.)
+-- by one or two query embeddings (extensions.vector: the first model's, then MiniLM's); a set whose
+-- columns include memory_id, title, body and score, in rank order. When several forms exist, the one
+-- that takes the most embeddings is chosen. (A deployment that already has a search function points
+-- the benchmark at it.)
 create function roi.resolve_recall_function(name text) returns regprocedure
   language plpgsql stable security invoker set search_path = ''
 as $$
@@ -127,10 +119,11 @@ begin
     where s.nspname = parts[1] and p.proname = parts[2]
   ) c
   where c.args = base or c.args = base || 'extensions.vector'::text
+     or c.args = base || array['extensions.vector', 'extensions.vector']
   order by c.pronargs desc
   limit 1;
   if not found then
-    raise exception '%.% must take (query text, project_id uuid, team_id uuid, match_count integer, personal_only boolean[, query_embedding extensions.vector])',
+    raise exception '%.% must take (query text, project_id uuid, team_id uuid, match_count integer, personal_only boolean[, query_embedding extensions.vector[, query_embedding_minilm extensions.vector]])',
       parts[1], parts[2] using errcode = '42883';
   end if;
   if chosen.prosecdef then
@@ -161,17 +154,17 @@ $$;
 -- re-checked on every call (it may have been replaced by a SECURITY DEFINER one since configure) and
 -- called dynamically; its rows go through jsonb so that kind and scope may be absent.
 create function roi.configured_recall(question text, pin_project uuid, pin_team uuid, match_count integer,
-  personal_only boolean, question_embedding extensions.vector)
+  personal_only boolean, question_embedding extensions.vector, question_embedding_minilm extensions.vector)
   returns table (memory_id uuid, kind text, scope text, title text, body text, score real, rank bigint)
   language plpgsql stable security invoker set search_path = ''
 as $$
 declare
   configured text;
-  takes_embedding boolean;
+  embeddings smallint;
   fn regprocedure;
   target record;
 begin
-  select s.recall_function, s.recall_takes_embedding into configured, takes_embedding from roi.settings s;
+  select s.recall_function, s.recall_embeddings into configured, embeddings from roi.settings s;
   fn := to_regprocedure(configured);
   if fn is null then
     raise exception 'the configured recall function % no longer exists: zm-roi configure --recall-function public.recall',
@@ -184,11 +177,12 @@ begin
     raise exception 'the configured recall function % is SECURITY DEFINER: refusing to run it', configured
       using errcode = '42501';
   end if;
-  if fn = 'public.recall(text,uuid,uuid,integer,boolean,extensions.vector)'::regprocedure then
+  if fn = 'public.recall(text,uuid,uuid,integer,boolean,extensions.vector,extensions.vector)'::regprocedure then
     -- The bundled recall, statically: its plan is cached for the session (dynamic SQL plans every call).
     return query
       select r.memory_id, r.kind, r.scope, r.title, r.body, r.score, r.n
-      from public.recall(question, pin_project, pin_team, match_count, personal_only, question_embedding)
+      from public.recall(question, pin_project, pin_team, match_count, personal_only, question_embedding,
+                         question_embedding_minilm)
         with ordinality as r (memory_id, kind, scope, title, body, score, n)
       order by r.n;
     return;
@@ -198,8 +192,8 @@ begin
             f.j ->> ''body'', (f.j ->> ''score'')::real, f.n
      from (select to_jsonb(r) as j, r.ordinality as n from %I.%I($1, $2, $3, $4, $5%s) with ordinality r) f
      order by f.n',
-    target.nspname, target.proname, case when takes_embedding then ', $6' else '' end)
-  using question, pin_project, pin_team, match_count, personal_only, question_embedding;
+    target.nspname, target.proname, case embeddings when 2 then ', $6, $7' when 1 then ', $6' else '' end)
+  using question, pin_project, pin_team, match_count, personal_only, question_embedding, question_embedding_minilm;
 end
 $$;
 
@@ -225,7 +219,7 @@ begin
   insert into roi.runs (owner_id, mode, probe_count, started_at, recall_function, embedding_model)
   values ((select auth.uid()), mode, probe_total, clock_timestamp(),
           (select s.recall_function from roi.settings s),
-          case when (select s.recall_takes_embedding from roi.settings s) then question_model end)
+          case when (select s.recall_embeddings > 0 from roi.settings s) then question_model end)
   returning id, started_at into new_run, run_started;
   if mode <> 'deterministic' then
     insert into roi.pending_runs (run_id, owner_id, started_at) values (new_run, (select auth.uid()), run_started);
@@ -240,7 +234,8 @@ begin
            filter (where r.memory_id is not null), '[]')
   from roi.probes p
   left join lateral roi.configured_recall(p.question, p.pin_project_id, p.pin_team_id, 10,
-                                          p.source_scope = 'personal', p.question_embedding) r on true
+                                          p.source_scope = 'personal', p.question_embedding,
+                                          p.question_embedding_minilm) r on true
   where p.owner_id = (select auth.uid()) and p.state = 'active'
   group by p.id, p.owner_id;
 
@@ -354,15 +349,17 @@ as $$
   select hashtextextended('roi.run:' || run::text, 0)
 $$;
 
--- Record whether the recall being configured takes the query embedding, once, where recall_function
--- is written (`zm-roi configure`, or an operator's update): every run reads the answer.
-create function roi.note_recall_takes_embedding() returns trigger
+-- Record how many query embeddings the recall being configured takes (its vector arguments after the
+-- five of the contract), once, where recall_function is written (`zm-roi configure`, or an operator's
+-- update): every run reads the answer.
+create function roi.note_recall_embeddings() returns trigger
   language plpgsql security invoker set search_path = ''
 as $$
 begin
-  new.recall_takes_embedding := coalesce(
-    (select p.pronargs = 6 and p.proargtypes[5] = 'extensions.vector'::regtype
-     from pg_catalog.pg_proc p where p.oid = to_regprocedure(new.recall_function)), false);
+  new.recall_embeddings := coalesce(
+    (select count(*) filter (where u.o > 5 and u.t = 'extensions.vector'::regtype)
+     from pg_catalog.pg_proc p, unnest(p.proargtypes::oid[]) with ordinality u (t, o)
+     where p.oid = to_regprocedure(new.recall_function) and p.pronargs <= 7), 0);
   return new;
 end
 $$;

@@ -48,8 +48,8 @@ create trigger run_judges_refuse_truncate before truncate on roi.run_judges
 create trigger judge_check_results_refuse_truncate before truncate on roi.judge_check_results
   for each statement execute function roi.forbid_result_truncate();
 
-create trigger settings_note_recall_takes_embedding before insert or update of recall_function on roi.settings
-  for each row execute function roi.note_recall_takes_embedding();
+create trigger settings_note_recall_embeddings before insert or update of recall_function on roi.settings
+  for each row execute function roi.note_recall_embeddings();
 
 create trigger recalls_note_outcomes after insert on roi.recalls
   referencing new table as recorded
@@ -151,8 +151,9 @@ grant execute on function roi.inside_benchmark(), roi.open_gate(), roi.close_gat
   roi.never_probed_knowledge(integer), roi.take_over_pending_probes(), roi.top_up_pool(),
   roi.rotate_and_top_up(uuid), roi.rotate_completed_runs(uuid), roi.retire_longest_serving(uuid, integer),
   roi.refill_pool(public.memories[]), roi.close_run_if_done(uuid), roi.close_overdue_run(uuid),
-  roi.close_run_left_without_judge(uuid),
-  roi.configured_recall(text, uuid, uuid, integer, boolean, extensions.vector), roi.start_run(text),
+  roi.close_run_left_without_judge(uuid), roi.record_run_closure(uuid, text, text, text),
+  roi.configured_recall(text, uuid, uuid, integer, boolean, extensions.vector, extensions.vector),
+  roi.start_run(text),
   roi.open_run(), roi.owner_lock_key(uuid), roi.run_lock_key(uuid), roi.wait_for_owner_lock(bigint),
   roi.wilson_bound(bigint, bigint, boolean), roi.sign_test_p(bigint, bigint),
   roi.run_judge_fingerprint(uuid, text), roi.hand_template_questions_to_writer()

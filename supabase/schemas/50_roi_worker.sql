@@ -282,7 +282,9 @@ begin
          case when c.kind <> 'embed_question' then p.source_kind end,
          case when c.kind <> 'embed_question' then p.source_title end,
          case when c.kind <> 'embed_question' then p.source_body end,
-         roi.judge_check_surfaced(c.kind, r.surfaced, p.memory_id, p.source_body)
+         -- Only a check reshapes the snapshot: the call costs ~0.1 ms a claim (measured), most claims judge.
+         case when c.kind in ('judge_withheld', 'judge_reversed')
+           then roi.judge_check_surfaced(c.kind, r.surfaced, p.memory_id, p.source_body) else r.surfaced end
   from claimed c
   join roi.probes p on p.id = c.probe_id
   left join roi.recalls r on c.kind in ('judge', 'judge_withheld', 'judge_reversed')
@@ -364,9 +366,26 @@ begin
 end
 $$;
 
+-- The second offline model's (MiniLM) embedding of a question, stored beside the first in the same
+-- transaction and before it: roi.record_question and roi.record_question_embedding hand the probe
+-- on, and the worker may update a probe only while it is pending or has embed_question work (its
+-- policy). False when the worker may no longer write the probe.
+create function roi.record_question_embedding_minilm(target_probe uuid, new_embedding extensions.vector,
+  new_embedding_model text) returns boolean
+  language plpgsql volatile security invoker set search_path = ''
+as $$
+begin
+  update roi.probes p
+  set question_embedding_minilm = new_embedding, question_embedding_minilm_model = new_embedding_model
+  where p.id = target_probe and p.state in ('pending', 'active');
+  return found;
+end
+$$;
+
 -- `zm-roi embed` (as roi_embedder, which never reads a question): queue embed_question work for the
--- active questions not embedded by `model`, for the worker to embed. Returns how many were queued.
-create function roi.queue_question_embeddings(model text) returns integer
+-- active questions not embedded by `model` (or, when given, by `minilm_model` in the second leg), for
+-- the worker to embed. Returns how many were queued.
+create function roi.queue_question_embeddings(model text, minilm_model text default null) returns integer
   language plpgsql volatile security invoker set search_path = ''
 as $$
 declare
@@ -374,7 +393,9 @@ declare
 begin
   insert into roi.work (kind, owner_id, probe_id)
   select 'embed_question', p.owner_id, p.id from roi.probes p
-  where p.state = 'active' and p.question_embedding_model is distinct from model
+  where p.state = 'active'
+    and (p.question_embedding_model is distinct from model
+         or (minilm_model is not null and p.question_embedding_minilm_model is distinct from minilm_model))
   on conflict do nothing;
   get diagnostics queued = row_count;
   if queued > 0 then
@@ -674,7 +695,8 @@ grant usage on schema extensions to roi_worker;
 grant select on roi.settings, roi.probes, roi.recalls, roi.runs, roi.verdicts,
   roi.verdict_notes, roi.run_closures, roi.pending_runs, roi.provider_keys to roi_worker;
 grant update (question, state, activated_at, retired_reason, retired_at, last_error, question_embedding,
-  question_embedding_model, question_origin, generator_fingerprint) on roi.probes to roi_worker;
+  question_embedding_model, question_embedding_minilm, question_embedding_minilm_model, question_origin,
+  generator_fingerprint) on roi.probes to roi_worker;
 grant select, insert on roi.run_judges to roi_worker;
 grant select, insert, delete on roi.work to roi_worker;
 grant update (attempts, run_after, lease_until, last_error) on roi.work to roi_worker;
@@ -688,7 +710,8 @@ grant select, insert, delete on roi.work to authenticated;
 
 revoke execute on function roi.queue_probe_work(), roi.claim_work(), roi.release_work(bigint, integer, text),
   roi.record_question(uuid, text, text, text), roi.record_question(uuid, text, extensions.vector, text, text, text),
-  roi.record_question_embedding(uuid, extensions.vector, text), roi.queue_question_embeddings(text),
+  roi.record_question_embedding(uuid, extensions.vector, text),
+  roi.record_question_embedding_minilm(uuid, extensions.vector, text), roi.queue_question_embeddings(text, text),
   roi.record_verdict(uuid, uuid, boolean, boolean, real, text, text),
   roi.settle_judgment(bigint, boolean, boolean, real, text), roi.record_closed_book(uuid, uuid, boolean),
   roi.judge_check_surfaced(text, jsonb, uuid, text), roi.record_judge_check(uuid, uuid, text, boolean, boolean),
@@ -698,12 +721,13 @@ revoke execute on function roi.queue_probe_work(), roi.claim_work(), roi.release
 grant execute on function roi.claim_work(), roi.release_work(bigint, integer, text),
   roi.record_question(uuid, text, text, text), roi.record_question(uuid, text, extensions.vector, text, text, text),
   roi.record_question_embedding(uuid, extensions.vector, text),
+  roi.record_question_embedding_minilm(uuid, extensions.vector, text),
   roi.record_verdict(uuid, uuid, boolean, boolean, real, text, text),
   roi.settle_judgment(bigint, boolean, boolean, real, text), roi.record_closed_book(uuid, uuid, boolean),
   roi.judge_check_surfaced(text, jsonb, uuid, text), roi.record_judge_check(uuid, uuid, text, boolean, boolean),
   roi.record_usage(uuid, text, text, uuid, uuid, integer, integer, boolean, numeric),
-  roi.owner_provider_key(uuid, text, text), roi.close_run_if_done(uuid), roi.run_lock_key(uuid),
-  roi.template_question(text, text, text)
+  roi.owner_provider_key(uuid, text, text), roi.close_run_if_done(uuid),
+  roi.record_run_closure(uuid, text, text, text), roi.run_lock_key(uuid), roi.template_question(text, text, text)
   to roi_worker;
 
 revoke all on roi.deployment_token_totals from public, anon, authenticated;

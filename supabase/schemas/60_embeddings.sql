@@ -31,17 +31,22 @@ $$;
 -- Functions
 -- ============================================================================================
 
--- A memory whose text changes loses its embedding (it described the old text); the backfill
--- embeds it again. A write that sets the embedding itself keeps it. (Compared as text: with an empty
+-- A memory whose text changes loses its embeddings, each leg's (they described the old text); the
+-- backfill embeds it again. A write that sets an embedding itself keeps that one. (Compared as text: with an empty
 -- search_path pgvector's `=` is not visible.)
 create function roi.forget_stale_embedding() returns trigger
   language plpgsql security invoker set search_path = ''
 as $$
 begin
-  if (new.title, new.body) is distinct from (old.title, old.body)
-     and new.embedding::text is not distinct from old.embedding::text then
-    new.embedding := null;
-    new.embedding_model := null;
+  if (new.title, new.body) is distinct from (old.title, old.body) then
+    if new.embedding::text is not distinct from old.embedding::text then
+      new.embedding := null;
+      new.embedding_model := null;
+    end if;
+    if new.embedding_minilm::text is not distinct from old.embedding_minilm::text then
+      new.embedding_minilm := null;
+      new.embedding_minilm_model := null;
+    end if;
   end if;
   return new;
 end
@@ -78,12 +83,14 @@ grant usage on schema extensions, public, roi to roi_embedder;
 revoke execute on function roi.forget_stale_embedding() from public;
 
 -- The embedder: the text it embeds and the columns it writes, nothing else.
-grant select (id, author_id, title, body, embedding_model, invalidated_at) on public.memories to roi_embedder;
-grant update (embedding, embedding_model) on public.memories to roi_embedder;
+grant select (id, author_id, title, body, embedding_model, embedding_minilm_model, invalidated_at)
+  on public.memories to roi_embedder;
+grant update (embedding, embedding_model, embedding_minilm, embedding_minilm_model) on public.memories to roi_embedder;
 -- Of probes, no text: the columns that say which question needs the worker's embedding.
-grant select (id, owner_id, state, question_embedding_model) on roi.probes to roi_embedder;
+grant select (id, owner_id, state, question_embedding_model, question_embedding_minilm_model) on roi.probes
+  to roi_embedder;
 grant insert on roi.work to roi_embedder;
-grant execute on function roi.queue_question_embeddings(text) to roi_embedder;
+grant execute on function roi.queue_question_embeddings(text, text) to roi_embedder;
 grant insert on public.usage_events to roi_embedder;
 -- Its updates of memories mark their layers dirty like any other write (a statement trigger); an
 -- embedding changes no visibility, but the trigger cannot tell, so the embedder may add marks too.

@@ -496,3 +496,46 @@ def test_an_import_waits_for_the_layer_and_then_skips_what_the_other_wrote(db_ur
     assert not waiting.is_alive()
     assert (outcome[0].imported, outcome[0].skipped) == (2, 1)
     assert memory_count(db_url, email) == 4
+
+
+def test_offline_every_memory_gets_both_embeddings_each_call_metered(db_url, email, tmp_path, monkeypatch):
+    """Offline, the import fills both legs (MiniLM into `embedding_minilm` first, the faster model,
+    then e5 into `embedding`), each row records its two models, and each model's batch call leaves its
+    own usage event. (Fails with configured_models() giving one leg alone: a null column, one event.)"""
+    monkeypatch.setenv("ZM_EMBEDDING_MODEL", embeddings.OFFLINE_MODEL)
+    calls = []
+
+    def fake_embed(texts, *, as_query, model):
+        calls.append((model, len(texts)))
+        return embeddings.Embedded([[1.0] + [0.0] * 383 for _ in texts], model, 3 * len(texts))
+
+    monkeypatch.setattr(embeddings, "embed", fake_embed)
+    path = write_jsonl(tmp_path / "m.jsonl", distinct_rows(3, "Both"))
+    result = import_memories(db_url, path, Target(email), quiet=True)
+    assert result.embedded == 3
+    assert calls == [(embeddings.MINILM_MODEL, 3), (embeddings.OFFLINE_MODEL, 3)]
+    with psycopg.connect(db_url) as conn:
+        models = conn.execute(
+            """select m.embedding_model, m.embedding_minilm_model, count(*) from public.memories m
+               join auth.users u on u.id = m.author_id
+               where u.email = %s and m.embedding is not null and m.embedding_minilm is not null group by 1, 2""",
+            (email,),
+        ).fetchall()
+        events = conn.execute(
+            """select e.model, e.input_tokens from public.usage_events e join auth.users u on u.id = e.owner_id
+               where u.email = %s and e.purpose = 'embedding' order by e.model""",
+            (email,),
+        ).fetchall()
+    assert models == [(embeddings.OFFLINE_MODEL, embeddings.MINILM_MODEL, 3)]
+    assert events == sorted([(embeddings.OFFLINE_MODEL, 9), (embeddings.MINILM_MODEL, 9)])
+
+
+def test_a_hosted_model_fills_the_first_leg_alone(monkeypatch):
+    assert embeddings.configured_models({"ZM_EMBEDDING_MODEL": "openai/text-embedding-3-small"}) == {
+        "embedding": "openai/text-embedding-3-small"
+    }
+    assert embeddings.configured_models({"ZM_EMBEDDING_MODEL": "none"}) == {}
+    assert embeddings.configured_models({}) == {
+        "embedding": embeddings.OFFLINE_MODEL,
+        "embedding_minilm": embeddings.MINILM_MODEL,
+    }

@@ -132,7 +132,7 @@ def test_configure_refuses_a_broken_recall_in_one_line_and_keeps_the_setting(
     code, out, _ = configure(db_url, monkeypatch, capsys, "public.recall_lexical")
     assert (code, out) == (0, "recall function: public.recall_lexical(text,uuid,uuid,integer,boolean)\n")
     code, out, _ = configure(db_url, monkeypatch, capsys, "public.recall")
-    assert code == 0 and "public.recall(text,uuid,uuid,integer,boolean,extensions.vector)" in out
+    assert code == 0 and "public.recall(text,uuid,uuid,integer,boolean,extensions.vector,extensions.vector)" in out
 
 
 def test_recall_json_prints_the_hits(db_url, project_user, monkeypatch, capsys):
@@ -160,13 +160,14 @@ def test_runs_say_which_recall_and_embedding_model_produced_them(db_url, worker_
         embedded = fetch(db_url, "select question_embedding_model from roi.probes where owner_id = %s", (user_id,))
         assert embedded == [{"question_embedding_model": embeddings.OFFLINE_MODEL}] * 8
         # `zm-roi embed` (as roi_embedder) queues only questions the model in force has not embedded.
-        assert backfill(embedder_url(db_url), embeddings.OFFLINE_MODEL).questions_queued == 0
+        assert backfill(embedder_url(db_url), embeddings.configured_models()).questions_queued == 0
         with psycopg.connect(embedder_url(db_url)) as conn:
-            queued = conn.execute(query("queue_question_embeddings"), {"model": "another/model"}).fetchone()[0]
+            args = {"model": embeddings.OFFLINE_MODEL, "minilm_model": "another/model"}
+            queued = conn.execute(query("queue_question_embeddings"), args).fetchone()[0]
         mine = fetch(
             db_url, "select count(*) as n from roi.work where owner_id = %s and kind = 'embed_question'", (user_id,)
         )
-        assert queued >= 8 and mine == [{"n": 8}], "a change of model queues every active question again"
+        assert queued >= 8 and mine == [{"n": 8}], "a change of either model queues every active question again"
         fetch(db_url, "delete from roi.work where owner_id = %s returning 1", (user_id,))
         assert benchmark(db_url, user_id)["status"] == "started"
         with psycopg.connect(db_url) as conn:
@@ -177,7 +178,7 @@ def test_runs_say_which_recall_and_embedding_model_produced_them(db_url, worker_
         user_id,
         "select recall_function, embedding_model, with_memory_count from public.roi_benchmark_runs order by started_at",
     )
-    hybrid = "public.recall(text,uuid,uuid,integer,boolean,extensions.vector)"
+    hybrid = "public.recall(text,uuid,uuid,integer,boolean,extensions.vector,extensions.vector)"
     assert runs == [
         {"recall_function": hybrid, "embedding_model": None, "with_memory_count": 8},
         {"recall_function": hybrid, "embedding_model": embeddings.OFFLINE_MODEL, "with_memory_count": 8},
@@ -191,8 +192,13 @@ def test_runs_say_which_recall_and_embedding_model_produced_them(db_url, worker_
 
 def test_every_embedding_call_is_metered(db_url, worker_url, project_user, email):
     _, _, user_id = project_user
-    imported = fetch(db_url, "select purpose, model from public.usage_events where owner_id = %s", (user_id,))
-    assert imported == [{"purpose": "embedding", "model": embeddings.OFFLINE_MODEL}]
+    imported = fetch(
+        db_url, "select purpose, model from public.usage_events where owner_id = %s order by model", (user_id,)
+    )
+    assert imported == [
+        {"purpose": "embedding", "model": embeddings.OFFLINE_MODEL},
+        {"purpose": "embedding", "model": embeddings.MINILM_MODEL},
+    ], "one event per model call: the import embedded its batch with each model"
 
     # A memory written by another path (plain SQL) has no embedding until the backfill, which runs as
     # roi_embedder, embeds it and meters the call for its author.
@@ -203,13 +209,19 @@ def test_every_embedding_call_is_metered(db_url, worker_url, project_user, email
             (user_id,),
         ).fetchone()[0]
     embedder = embedder_url(db_url)
-    assert backfill(embedder, embeddings.OFFLINE_MODEL).memories >= 1
+    assert backfill(embedder, embeddings.configured_models()).memories >= 1
     row = fetch(
-        db_url, "select embedding is not null as has, embedding_model from public.memories where id = %s", (memory,)
+        db_url,
+        """select embedding is not null and embedding_minilm is not null as has, embedding_model,
+                  embedding_minilm_model from public.memories where id = %s""",
+        (memory,),
     )
-    assert row == [{"has": True, "embedding_model": embeddings.OFFLINE_MODEL}]
-    events = fetch(db_url, "select purpose from public.usage_events where owner_id = %s", (user_id,))
-    assert [e["purpose"] for e in events] == ["embedding", "embedding"]
+    assert row == [
+        {"has": True, "embedding_model": embeddings.OFFLINE_MODEL, "embedding_minilm_model": embeddings.MINILM_MODEL}
+    ]
+    events = fetch(db_url, "select purpose, model from public.usage_events where owner_id = %s", (user_id,))
+    assert sorted(e["model"] for e in events) == sorted([embeddings.OFFLINE_MODEL, embeddings.MINILM_MODEL] * 2)
+    assert {e["purpose"] for e in events} == {"embedding"}
 
     # roi_embedder reads no column it does not embed, and the worker still reads no memory at all.
     with psycopg.connect(embedder) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
@@ -238,7 +250,7 @@ def test_the_worker_embeds_the_questions_it_writes(db_url, worker_url, llm_mode,
         "select purpose, probe_id from public.usage_events where owner_id = %s and purpose = 'embedding'",
         (owner,),
     )
-    assert len([e for e in events if e["probe_id"] is not None]) == 3
+    assert len([e for e in events if e["probe_id"] is not None]) == 6, "each question embedded by both models"
     started = benchmark(db_url, owner)
     assert started["status"] == "started"
     run = as_user(db_url, owner, "select embedding_model from public.roi_benchmark_runs")

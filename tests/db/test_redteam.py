@@ -29,6 +29,7 @@ SCENES = {"deterministic": "owner after a deterministic run", "llm": "LLM-mode o
 # What the Data API may expose (schemas public and graphql_public). A new entry is a conscious choice.
 EXPOSED_RELATIONS = {
     "memories",
+    "memory_postings",
     "project_members",
     "projects",
     "roi_benchmark_breakdown",
@@ -265,6 +266,7 @@ def test_another_user_reads_nothing_of_the_owner_anywhere(db_url, scene, reliabi
     assert set(refused.values()) <= {"InsufficientPrivilege"}, refused
     assert "roi.probes" in seen, "the enumeration reached the private schema as authenticated"
     reached = {
+        "public.memory_postings",
         "public.roi_benchmark_breakdown",
         "roi.recall_outcomes",
         "roi.closed_book_results",

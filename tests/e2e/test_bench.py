@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT
-from zm_roi import bench
-from zm_roi.bench import layers, report
+from zm_roi import bench, embeddings
+from zm_roi.bench import compare, layers, report
 from zm_roi.bench.measure import Plan
 
 TINY = Plan(
@@ -142,16 +143,61 @@ def test_several_sizes_render_a_cost_curve(tiny_run):
 
 def test_the_layer_curve_measures_each_layer_as_its_member(tmp_path):
     """`make bench SIZE=layers` at tiny sizes, demo corpus only: each layer holds its size in real-text
-    rows the member sees, both recalls are timed for every question, and the templated questions find
-    their source in the smallest layer (the timings are of recalls that work)."""
+    rows the member sees, every row with both offline models' vectors; both recalls and today's beside
+    them are timed for every question, the hybrid being the shipped three legs (both query embeddings)
+    beside today's two; and the templated questions find their source in the smallest layer (the
+    timings are of recalls that work), the lexical recall as often as today's does (below the postings'
+    cut it ranks exactly as today's)."""
     figures = layers.run(ROOT, tmp_path / "no-adr-corpus.jsonl", sizes=(200, 400), say=lambda _: None)
     assert figures["questions"] == {"paraphrased": 0, "templated": layers.TEMPLATED}
     assert figures["measured_as"].startswith("authenticated ") and "no identity" not in figures["measured_as"]
     assert [legs["rows"] for legs in figures["layers"].values()] == [200, 400]
+    assert figures["arms"] == {
+        "lexical_before": ["lexical"],
+        "lexical": ["lexical"],
+        "hybrid_before": ["lexical", "embedding"],
+        "hybrid": ["lexical", "embedding", "embedding_minilm"],
+    }, "today's hybrid binds the e5 query embedding alone, the shipped one both"
+    assert figures["models"] == {"embedding": embeddings.OFFLINE_MODEL, "embedding_minilm": embeddings.MINILM_MODEL}
+    # Every copied row holds both vectors, each with its model (a layer's first row comes through the
+    # importer, embedded only as the environment says: not at all in the tests).
+    copied = sum(legs["rows"] - 1 for legs in figures["layers"].values())
+    for column, model in figures["models"].items():
+        assert list(figures["embedded"][column]) == [model] and figures["embedded"][column][model] >= copied
     for legs in figures["layers"].values():
-        for recall in ("lexical", "hybrid"):
+        for recall in layers.RECALLS:
             assert legs[recall]["n"] == layers.ROUNDS * layers.TEMPLATED
     smallest = figures["layers"]["200"]
     assert smallest["lexical"]["source_in_top_10"] >= 0.9 * layers.TEMPLATED
+    assert smallest["lexical"]["source_in_top_10"] == smallest["lexical_before"]["source_in_top_10"]
+    assert smallest["hybrid"]["source_in_top_10"] >= 0.9 * layers.TEMPLATED
+    assert figures["storage"]["postings"] > figures["storage"]["memories"]
     md, raw = layers.write(figures, tmp_path, "pytest")
-    assert "| 400 |" in md.read_text() and json.loads(raw.read_text())["layers"]["400"]["rows"] == 400
+    text = md.read_text()
+    assert "| 400 | lexical |" in text and json.loads(raw.read_text())["layers"]["400"]["rows"] == 400
+    assert "| 400 | hybrid, 2 legs (lexical + e5) → 3 legs (lexical + e5 + MiniLM) |" in text
+
+
+def test_base_runs_side_by_side_each_database_through_its_own_verbs(tmp_path):
+    """`make bench BASE=46284ba` at a tiny size: the base database (three queues, roi.claim_judgment) is
+    built from that commit's migrations and drained by that commit's worker, the head by this one's, and
+    every figure of the report is compared."""
+    base = "46284ba"
+    if subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{base}^{{commit}}"]).returncode != 0:
+        pytest.skip(f"commit {base} is not in this clone (shallow?)")
+    md, raw = compare.run(
+        ROOT, 2000, "tiny-vs-base", base, tmp_path, seed=42, plan=TINY, command="pytest", say=lambda _: None
+    )
+    results = json.loads(raw.read_text())
+    assert results["base"]["commit"].startswith(base) and results["base"]["corpus"] == results["head"]["corpus"] | {
+        "indexes_size": results["base"]["corpus"]["indexes_size"]
+    }, "one corpus in both (the base still has the GIN index)"
+    for side in ("base", "head"):
+        figures = results[side]["figures"]
+        assert figures["queue_cost"]["n"] == compare.round_plan(TINY).queue_rows * compare.ROUNDS, side
+        assert figures["benchmark"]["rpc"]["n"] == TINY.owners * compare.ROUNDS, side
+        for count, drained in figures["drains"].items():
+            assert drained["judged"] > 0 and drained["exit_codes"] == [0] * int(count), (side, count)
+    assert all(d["left_in_queue"] == 0 for d in results["head"]["figures"]["drains"].values())
+    assert [row["verdict"] for row in results["comparison"] if row["ratio"] is None] == []
+    assert "| figure | n per side | base ms | head ms | head / base | verdict |" in md.read_text()

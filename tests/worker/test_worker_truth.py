@@ -57,9 +57,29 @@ def test_the_worker_embeds_templated_questions_with_no_model_key(
     monkeypatch.setenv("ZM_EMBEDDING_MODEL", embeddings.OFFLINE_MODEL)
     assert worker_cli(monkeypatch, worker_url, key=None) == 0
     assert "2 rows handled: 2 succeeded, 0 failed" in caplog.text
-    probes = fetch(db_url, "select question_embedding_model from roi.probes where owner_id = %s", (owner,))
-    assert probes == [{"question_embedding_model": embeddings.OFFLINE_MODEL}] * 2
+    probes = fetch(
+        db_url,
+        """select question_embedding_model, question_embedding_minilm_model, question_embedding_minilm is not null
+                  as has_minilm from roi.probes where owner_id = %s""",
+        (owner,),
+    )
+    both = {
+        "question_embedding_model": embeddings.OFFLINE_MODEL,
+        "question_embedding_minilm_model": embeddings.MINILM_MODEL,
+        "has_minilm": True,
+    }
+    assert probes == [both] * 2, "each question gets both offline embeddings"
     assert fetch(db_url, "select count(*)::int as n from roi.work where owner_id = %s", (owner,)) == [{"n": 0}]
+    metered = fetch(
+        db_url,
+        """select model, count(*)::int as calls from public.usage_events
+           where owner_id = %s and purpose = 'embedding' and probe_id is not null group by 1 order by 1""",
+        (owner,),
+    )
+    assert metered == sorted(
+        [{"model": embeddings.MINILM_MODEL, "calls": 2}, {"model": embeddings.OFFLINE_MODEL, "calls": 2}],
+        key=lambda row: row["model"],
+    ), "one usage event per model call"
 
 
 def test_a_worker_whose_every_row_failed_says_so_and_exits_non_zero(

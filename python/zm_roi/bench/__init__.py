@@ -75,6 +75,29 @@ def measure_size(
     }
 
 
+def begin(label: str, command: str, seed: int, owners: int | None, plan: Plan) -> dict:
+    """What every report's raw figures start with: what ran, when, on which machine."""
+    started = datetime.datetime.now(datetime.UTC)
+    return {
+        "label": label,
+        "date": started.strftime("%Y-%m-%d"),
+        "started_at": started.isoformat(timespec="seconds"),
+        "command": command,
+        "seed": seed,
+        "owners": owners,
+        "plan": plan.__dict__,
+        "machine": machine(),
+    }
+
+
+def end(results: dict) -> None:
+    """When the run finished, how long it took, and the machine's load then."""
+    finished = datetime.datetime.now(datetime.UTC)
+    results["finished_at"] = finished.isoformat(timespec="seconds")
+    results["seconds"] = round((finished - datetime.datetime.fromisoformat(results["started_at"])).total_seconds(), 1)
+    results["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+
+
 def run(
     root: Path,
     sizes: list[int],
@@ -87,25 +110,11 @@ def run(
     owners: int | None = None,
 ) -> tuple[Path, Path]:
     """Measure every size in order and write one report; returns the .md and .json paths."""
-    started = datetime.datetime.now(datetime.UTC)
-    results = {
-        "label": label,
-        "date": started.strftime("%Y-%m-%d"),
-        "started_at": started.isoformat(timespec="seconds"),
-        "command": command,
-        "seed": seed,
-        "owners": owners,
-        "plan": (plan or Plan()).__dict__,
-        "machine": machine(),
-        "sizes": [],
-    }
+    results = begin(label, command, seed, owners, plan or Plan()) | {"sizes": []}
     for size in sizes:
         say(f"== {size:,} memories ==")
         this_plan = dataclasses.replace(plan or Plan(), worker=(plan or Plan()).worker and size == sizes[-1])
         results["sizes"].append(measure_size(root, size, seed, this_plan, say, owners=owners))
-    finished = datetime.datetime.now(datetime.UTC)
-    results["finished_at"] = finished.isoformat(timespec="seconds")
-    results["seconds"] = round((finished - started).total_seconds(), 1)
-    results["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    end(results)
     results["targets"] = report.assess(results["sizes"][-1])
     return report.write(results, out_dir)

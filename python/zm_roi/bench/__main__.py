@@ -1,5 +1,5 @@
-"""python -m zm_roi.bench --size 100k|10k|1m|curve|layers [--owners N] [--seed N] [--out DIR]: what `make bench`
-runs."""
+"""python -m zm_roi.bench --size 100k|10k|1m|curve|layers [--owners N] [--seed N] [--base COMMIT] [--out DIR]: what
+`make bench` runs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from zm_roi.bench import CURVE, DEFAULT_SEED, SIZES, layers, run
+from zm_roi.bench import CURVE, DEFAULT_SEED, SIZES, compare, layers, run
 from zm_roi.errors import UserError
 from zm_roi.localdb import project_root
 
@@ -25,6 +25,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--owners", type=int, default=None, help="users in the corpus (default 1,000), e.g. 10000 for upkeep at scale"
     )
+    parser.add_argument(
+        "--base",
+        default=None,
+        help="a commit (e.g. 46284ba) to measure side by side with this checkout, interleaved, in one report "
+        "(one size: 10k, 100k or 1m)",
+    )
     parser.add_argument("--out", default=None, help="report folder (default: bench/results in the checkout)")
     args = parser.parse_args(argv)
     label = args.size.lower()
@@ -37,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"zm-roi bench: unknown size {args.size!r}: use 10k, 100k, 1m, curve or layers", file=sys.stderr)
         return 2
+    if args.base is not None and len(sizes) != 1:
+        print("zm-roi bench: --base compares one size: use 10k, 100k or 1m", file=sys.stderr)
+        return 2
     if args.owners is not None and not 1 <= args.owners <= 1_000_000:
         print(f"zm-roi bench: --owners must be from 1 to 1,000,000, not {args.owners}", file=sys.stderr)
         return 2
@@ -46,18 +55,27 @@ def main(argv: list[str] | None = None) -> int:
     try:
         root = project_root()
         out = root / "bench" / "results" if args.out is None else Path(args.out)
-        md, raw = run(
-            root,
-            sizes,
-            label,
-            out,
-            seed=args.seed,
-            command=f"make bench SIZE={args.size.lower()}"
+        command = (
+            f"make bench SIZE={args.size.lower()}"
             + (f" OWNERS={args.owners}" if args.owners else "")
-            + (f" SEED={args.seed}" if args.seed != DEFAULT_SEED else ""),
-            say=lambda text: print(text, flush=True),
-            owners=args.owners,
+            + (f" SEED={args.seed}" if args.seed != DEFAULT_SEED else "")
+            + (f" BASE={args.base}" if args.base else "")
         )
+        say = lambda text: print(text, flush=True)  # noqa: E731
+        if args.base is None:
+            md, raw = run(root, sizes, label, out, seed=args.seed, command=command, say=say, owners=args.owners)
+        else:
+            md, raw = compare.run(
+                root,
+                sizes[0],
+                f"{label}-vs-{args.base}",
+                args.base,
+                out,
+                seed=args.seed,
+                command=command,
+                say=say,
+                owners=args.owners,
+            )
     except UserError as exc:
         print(f"zm-roi bench: {exc}", file=sys.stderr)
         return 2

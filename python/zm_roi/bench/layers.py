@@ -5,14 +5,24 @@ real memories match more of a question's words, so they cost more per row (issue
 project per layer size from real memories: the demo corpus (in the package) and, when present, the
 public ADR corpus (`../shared/eval`, read at run time, never copied into the repo). A layer larger
 than the corpus holds varied copies: a distinct title and the body followed by another memory's first
-sentence. Every row has an embedding (its original's, from the offline model, slightly perturbed), so
-the hybrid recall ranks every row of the layer, as with a fully embedded layer.
+sentence. Every row has both embeddings the offline configuration ships (`embeddings.configured_models`:
+e5 in `embedding`, MiniLM in `embedding_minilm`; a copy gets its original's two vectors, each slightly
+perturbed), so the hybrid recall ranks every row of the layer in each semantic leg, as with a fully
+embedded layer.
 
 Questions: the paraphrases of `bench/eval/adr-paraphrases.jsonl` when the ADR corpus is there, and the
-deterministic template questions of demo memories; each with its real query embedding. Every recall
-runs as a member of the project with row-level security applied, lexical (`public.recall_lexical`)
-and hybrid (`public.recall` with the query embedding); p50 / p95 per layer, and how often the source
-memory or one of its copies is in the top 10 (ranking quality itself: `make bench-recall`).
+deterministic template questions of demo memories; each with its real query embedding from both
+models. Every recall runs as a member of the project with row-level security applied, interleaved
+question by question:
+- `lexical_before` / `lexical`: today's lexical leg (every match of the layer ranked from the covering
+  indexes the postings replaced, recreated on the bench cluster) and `public.recall_lexical`;
+- `hybrid_before`: today's two-leg hybrid (that lexical leg fused with the e5 leg, one query embedding),
+  as a plain statement;
+- `hybrid`: the shipped three-leg `public.recall` (postings, e5 and MiniLM), with both query embeddings.
+p50 / p95 per layer, and how often the source memory or one of its copies is in the top 10 (ranking
+quality itself: `make bench-recall`). The report's json records each arm's legs (`arms`: the query
+embeddings the timed statement binds and every question carries) and the models of the stored vectors
+(`embedded`).
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ from pathlib import Path
 
 import psycopg
 
-from zm_roi import embeddings
+from zm_roi import backfill, embeddings
 from zm_roi.bench.cluster import machine, throwaway_cluster
 from zm_roi.bench.sql import bench_query
 from zm_roi.bench.timing import Series, timed
@@ -40,6 +50,9 @@ ROUNDS = 2  # every question this many times per layer and recall, after a warm-
 WARM_UP = 5
 NOISE = 0.02  # per-dimension perturbation of a copy's embedding, before it is normalised again
 TEMPLATED = 40  # template questions of demo memories, besides the paraphrases
+RECALLS = ("lexical_before", "lexical", "hybrid_before", "hybrid")
+# The embedding columns and their models, as the offline configuration fills them (e5 and MiniLM).
+MODELS = embeddings.configured_models({})
 
 
 def real_memories(root: Path, adr_corpus: Path) -> tuple[list[dict], list[dict]]:
@@ -65,25 +78,40 @@ def first_sentence(text: str) -> str:
     return text.split(". ")[0].rstrip(".") + "."
 
 
-def layer_rows(memories: list[dict], vectors: list[list[float]], size: int, seed: int):
-    """`size` rows of (original's index, kind, title, body, embedding literal): the originals first, then
-    varied copies."""
+def perturbed(vector: list[float], rng: random.Random) -> list[float]:
+    noisy = [x + rng.gauss(0, NOISE) for x in vector]
+    norm = sum(x * x for x in noisy) ** 0.5
+    return [x / norm for x in noisy]
+
+
+def passages(texts: list[str], model: str) -> list[list[float]]:
+    """The memories' vectors, in the backfill's batches: MiniLM pads a batch to its longest text, so the
+    whole corpus in one call would hold every text's attention at 256 tokens at once."""
+    return [
+        vector
+        for start in range(0, len(texts), backfill.BATCH)
+        for vector in embeddings.embed(texts[start : start + backfill.BATCH], as_query=False, model=model).vectors
+    ]
+
+
+def layer_rows(memories: list[dict], vectors: dict[str, list[list[float]]], size: int, seed: int):
+    """`size` rows of (original's index, kind, title, body, {column: embedding literal}): the originals
+    first, then varied copies, each of a copy's vectors perturbed on its own."""
     rng = random.Random(seed)  # noqa: S311 - reproducible perturbations, not secrets
     n = len(memories)
     for i in range(size):
         base, copy = memories[i % n], i // n
-        vector = vectors[i % n]
         if copy == 0:
-            yield i, base["kind"], base["title"], base["body"], embeddings.literal(vector)
+            literals = {column: embeddings.literal(v[i]) for column, v in vectors.items()}
+            yield i, base["kind"], base["title"], base["body"], literals
             continue
         other = memories[(i * 7 + copy) % n]
-        noisy = [x + rng.gauss(0, NOISE) for x in vector]
-        norm = sum(x * x for x in noisy) ** 0.5
+        literals = {column: embeddings.literal(perturbed(v[i % n], rng)) for column, v in vectors.items()}
         body = f"{base['body']} {first_sentence(other['body'])}"
-        yield i % n, base["kind"], f"{base['title']} ({copy})", body, embeddings.literal([x / norm for x in noisy])
+        yield i % n, base["kind"], f"{base['title']} ({copy})", body, literals
 
 
-def build(conn: psycopg.Connection, memories: list[dict], vectors: list, sizes, seed: int, say) -> dict:
+def build(conn: psycopg.Connection, memories: list[dict], vectors: dict, sizes, seed: int, say) -> dict:
     """One project per layer size, the evaluation user its member; returns the user, {size: project id} and,
     per size, {title: the originals a row of that title copies} (titles repeat across the ADR corpus)."""
     projects, originals = {}, {}
@@ -98,48 +126,67 @@ def build(conn: psycopg.Connection, memories: list[dict], vectors: list, sizes, 
         say(f"writing a layer of {size:,} real-text memories")
         originals[size] = defaultdict(set)
         with conn.cursor().copy(bench_query("layers_copy")) as copy:
-            for original, kind, title, body, vector in layer_rows(memories, vectors, size - 1, seed):
+            for original, kind, title, body, literals in layer_rows(memories, vectors, size - 1, seed):
                 originals[size][title].add(original)
                 copy.write_row(
-                    (user_id, projects[size], kind, title, body, vector, embeddings.OFFLINE_MODEL, "project")
+                    (user_id, projects[size], kind, title, body)
+                    + tuple(x for column in embeddings.LEGS for x in (literals[column], MODELS[column]))
+                    + ("project",)
                 )
     conn.commit()
     return {"user_id": user_id, "projects": projects, "originals": originals}
 
 
 def questions_for(conn: psycopg.Connection, memories: list[dict], paraphrases: list[dict]) -> list[dict]:
-    """The paraphrases and TEMPLATED template questions of demo memories, each with its query embedding."""
+    """The paraphrases and TEMPLATED template questions of demo memories, each with its query embedding
+    from every model (a parameter named for its column)."""
     templated = []
     for i, memory in enumerate(memories):
         question = conn.execute(bench_query("layers_template_question"), memory).fetchone()[0]
         if memory["demo"] and question is not None and len(templated) < TEMPLATED:  # episodes have no template
             templated.append({"question": question, "source": i, "set": "templated"})
     chosen = paraphrases + templated
-    vectors = embeddings.embed([q["question"] for q in chosen], as_query=True, model=embeddings.OFFLINE_MODEL).vectors
-    return [dict(q, embedding=embeddings.literal(v)) for q, v in zip(chosen, vectors, strict=True)]
+    texts = [q["question"] for q in chosen]
+    vectors = {column: embeddings.embed(texts, as_query=True, model=model).vectors for column, model in MODELS.items()}
+    return [
+        dict(q, **{column: embeddings.literal(v[i]) for column, v in vectors.items()}) for i, q in enumerate(chosen)
+    ]
+
+
+def arm_legs(sql: str, questions: list[dict]) -> list[str]:
+    """The legs a timed statement fuses: lexical always, and each embedding column whose query
+    embedding it binds and every question carries."""
+    bound = [column for column in embeddings.LEGS if f"%({column})s" in sql]
+    return ["lexical"] + [column for column in bound if all(q.get(column) for q in questions)]
 
 
 def measure(conn: psycopg.Connection, built: dict, questions: list[dict], memories: list[dict]) -> dict:
-    """p50 / p95 of each recall per layer size, as the member, and the sources found in the top 10."""
+    """p50 / p95 of each recall per layer size, as the member, and the sources found in the top 10. The
+    recalls take turns question by question, so a change of load falls on all of them alike."""
     act_as(conn, claims_for(built["user_id"], EMAIL))
     results = {"as": conn.execute(bench_query("layers_caller")).fetchone()[0]}
     for size, project_id in built["projects"].items():
         titles = dict(conn.execute(bench_query("layers_titles"), {"project_id": project_id}).fetchall())
         originals = {memory_id: built["originals"][size].get(title, set()) for memory_id, title in titles.items()}
-        per_size = {"rows": len(titles)}  # what the member sees of the layer
-        for recall in ("lexical", "hybrid"):
-            series, found = Series(), 0
-            sql = bench_query(f"layers_{recall}")
-            for q in questions[:WARM_UP]:
-                conn.execute(sql, dict(q, project_id=project_id)).fetchall()
-            for round_ in range(ROUNDS):
-                for q in questions:
-                    args = dict(q, project_id=project_id)
-                    ms, rows = timed(lambda sql=sql, args=args: conn.execute(sql, args).fetchall())
-                    series.add(ms)
+        sql = {recall: bench_query(f"layers_{recall}") for recall in RECALLS}
+        series = {recall: Series() for recall in RECALLS}
+        found = dict.fromkeys(RECALLS, 0)
+        for q in questions[:WARM_UP]:
+            for recall in RECALLS:
+                conn.execute(sql[recall], dict(q, project_id=project_id)).fetchall()
+        for round_ in range(ROUNDS):
+            for q in questions:
+                args = dict(q, project_id=project_id)
+                for recall in RECALLS:
+                    ms, rows = timed(lambda text=sql[recall], args=args: conn.execute(text, args).fetchall())
+                    series[recall].add(ms)
                     if round_ == 0:
-                        found += any(q["source"] in originals.get(row[0], ()) for row in rows)
-            per_size[recall] = dict(series.summary(raw=False), source_in_top_10=found, questions=len(questions))
+                        found[recall] += any(q["source"] in originals.get(row[0], ()) for row in rows)
+        per_size = {"rows": len(titles)}  # what the member sees of the layer
+        for recall in RECALLS:
+            per_size[recall] = dict(
+                series[recall].summary(raw=False), source_in_top_10=found[recall], questions=len(questions)
+            )
         results[str(size)] = per_size
     conn.execute("reset role")
     conn.commit()
@@ -150,18 +197,30 @@ def run(root: Path, adr_corpus: Path, sizes=LAYER_SIZES, seed: int = 42, say: Ca
     """Build the layers on a throwaway cluster and measure them; the raw figures for the report."""
     started = time.monotonic()
     memories, paraphrases = real_memories(root, adr_corpus)
-    say(f"embedding {len(memories)} real memories with {embeddings.OFFLINE_MODEL}")
-    vectors = embeddings.embed(
-        [embeddings.memory_text(m["title"], m["body"]) for m in memories],
-        as_query=False,
-        model=embeddings.OFFLINE_MODEL,
-    ).vectors
+    say(f"embedding {len(memories)} real memories with {', '.join(MODELS.values())}")
+    texts = [embeddings.memory_text(m["title"], m["body"]) for m in memories]
+    vectors = {column: passages(texts, model) for column, model in MODELS.items()}
     with throwaway_cluster(root, say) as cluster, psycopg.connect(cluster.url()) as conn:
+        started_writing = time.monotonic()
         built = build(conn, memories, vectors, sizes, seed, say)
+        written_in = time.monotonic() - started_writing
+        conn.execute(bench_query("layers_before_indexes"))
+        conn.commit()
         say("vacuum analyze (index-only scans need the visibility map)")
         conn.autocommit = True
         conn.execute("vacuum analyze public.memories")
+        conn.execute("vacuum analyze public.memory_postings")
         conn.autocommit = False
+        storage = dict(
+            zip(
+                ("memories", "postings", "postings_bytes", "memories_bytes"),
+                conn.execute(bench_query("layers_storage")).fetchone(),
+                strict=True,
+            )
+        )
+        embedded = defaultdict(dict)
+        for column, model, count in conn.execute(bench_query("layers_embedded")):
+            embedded[column][model] = count
         questions = questions_for(conn, memories, paraphrases)
         say(f"measuring {len(questions)} questions x {ROUNDS} per layer and recall")
         layers = measure(conn, built, questions, memories)
@@ -171,24 +230,51 @@ def run(root: Path, adr_corpus: Path, sizes=LAYER_SIZES, seed: int = 42, say: Ca
         "questions": {s: sum(q["set"] == s for q in questions) for s in ("paraphrased", "templated")},
         "rounds": ROUNDS,
         "measured_as": layers.pop("as"),
+        "arms": {recall: arm_legs(bench_query(f"layers_{recall}"), questions) for recall in RECALLS},
+        "models": MODELS,
+        "embedded": embedded,
         "layers": layers,
+        "storage": dict(storage, written_seconds=round(written_in, 1)),
         "machine": machine(),
         "seconds": round(time.monotonic() - started, 1),
     }
 
 
+LEG_NAMES = {"lexical": "lexical", "embedding": "e5", "embedding_minilm": "MiniLM"}
+
+
+def arm_label(recall: str, arms: dict) -> str:
+    """`lexical`, or the hybrid's legs today and now (from the json's `arms`): today's two-leg hybrid
+    beside the shipped three-leg one."""
+    if recall == "lexical":
+        return recall
+    before, now = (arms[arm] for arm in (f"{recall}_before", recall))
+    names = [" + ".join(LEG_NAMES[leg] for leg in legs) for legs in (before, now)]
+    return f"{recall}, {len(before)} legs ({names[0]}) → {len(now)} legs ({names[1]})"
+
+
 def render(figures: dict) -> str:
     lines = [
-        "| rows in the pinned project | lexical p50 | lexical p95 | hybrid p50 | hybrid p95 "
-        "| source in top 10 (lexical / hybrid) |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| rows in the pinned project | recall, today → now | p50 today | p50 now | p95 today | p95 now "
+        "| source in top 10, today / now |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for legs in figures["layers"].values():
-        lex, hyb = legs["lexical"], legs["hybrid"]
-        lines.append(
-            f"| {legs['rows']:,} | {lex['p50']:.1f} ms | {lex['p95']:.1f} ms | {hyb['p50']:.1f} ms "
-            f"| {hyb['p95']:.1f} ms | {lex['source_in_top_10']} / {hyb['source_in_top_10']} of {lex['questions']} |"
-        )
+        for recall in ("lexical", "hybrid"):
+            before, now = legs[f"{recall}_before"], legs[recall]
+            found = f"{before['source_in_top_10']} / {now['source_in_top_10']} of {now['questions']}"
+            lines.append(
+                f"| {legs['rows']:,} | {arm_label(recall, figures['arms'])} | {before['p50']:.1f} ms "
+                f"| {now['p50']:.1f} ms | {before['p95']:.1f} ms | {now['p95']:.1f} ms | {found} |"
+            )
+    storage = figures["storage"]
+    lines += [
+        "",
+        f"Inverted index: {storage['postings']:,} postings for {storage['memories']:,} memories "
+        f"({storage['postings'] / storage['memories']:.0f} a memory), {storage['postings_bytes'] / 2**20:,.0f} MB "
+        f"beside {storage['memories_bytes'] / 2**20:,.0f} MB of memories and their indexes; the layers were "
+        f"written (COPY, postings included) in {storage['written_seconds']:.0f} s.",
+    ]
     return "\n".join(lines)
 
 
@@ -203,9 +289,12 @@ def write(figures: dict, out_dir: Path, command: str) -> tuple[Path, Path]:
         f"# Pinned recall against the layer's size, real text ({command})\n\n"
         f"{figures['memories']} real memories (demo corpus{' + public ADR corpus' if figures['adr_corpus'] else ''}), "
         f"varied copies beyond that; {questions['paraphrased']} paraphrased and {questions['templated']} templated "
-        f"questions, each {figures['rounds']} times per layer and recall, as a member with RLS applied; hybrid with "
-        f"the questions' real embeddings ({embeddings.OFFLINE_MODEL}). Source in top 10: the source or one of its "
-        f"copies, first round. Machine: {figures['machine']['cores']} cores, load "
+        f"questions, each {figures['rounds']} times per layer and recall, as a member with RLS applied. Today: the "
+        f"lexical leg over the covering indexes the postings replaced, and the two-leg hybrid (it fused with the e5 "
+        f"leg, one query embedding). Now: `public.recall_lexical`, and the shipped three-leg `public.recall` with "
+        f"both of the questions' real query embeddings ({', '.join(figures['models'].values())}; every row holds "
+        f"both vectors). Source in top 10: the source or one of its copies, first round. "
+        f"Machine: {figures['machine']['cores']} cores, load "
         f"{figures['machine']['load_average_at_start']} at the start; took {figures['seconds']:.0f} s.\n\n"
         + render(figures)
         + "\n"

@@ -7,9 +7,10 @@ update cron.job set active = false;
 -- name: reported_settings
 select name, current_setting(name) from pg_settings where name = any (%(names)s) order by name;
 
+-- to_regclass: a side-by-side base (`make bench BASE=…`) may predate the postings table.
 -- name: memories_secondary_indexes
 select indexrelid::regclass::text as name, pg_get_indexdef(indexrelid) as definition
-from pg_index where indrelid = 'public.memories'::regclass and not indisprimary
+from pg_index where indrelid in ('public.memories'::regclass, to_regclass('public.memory_postings')) and not indisprimary
 order by 1;
 
 -- name: build_population
@@ -337,8 +338,23 @@ where m.scope = 'project' and m.project_id = %(project_id)s and m.invalidated_at
 order by m.embedding operator(extensions.<=>) %(embedding)s::extensions.vector, m.created_at desc, m.id
 limit %(count)s;
 
+-- The third leg alone (MiniLM), the same way.
+-- name: quality_minilm_leg
+select m.id, 1 - (m.embedding_minilm operator(extensions.<=>) %(embedding_minilm)s::extensions.vector) as similarity
+from public.memories m
+where m.scope = 'project' and m.project_id = %(project_id)s and m.invalidated_at is null
+  and m.embedding_minilm is not null
+order by m.embedding_minilm operator(extensions.<=>) %(embedding_minilm)s::extensions.vector, m.created_at desc, m.id
+limit %(count)s;
+
+-- The bundled recall as a configured one with today's six arguments calls it: two legs.
 -- name: quality_hybrid
 select memory_id from public.recall(%(question)s, %(project_id)s, null, 10, false, %(embedding)s::extensions.vector);
+
+-- The bundled recall with both query embeddings: three legs.
+-- name: quality_three_legs
+select memory_id from public.recall(%(question)s, %(project_id)s, null, 10, false, %(embedding)s::extensions.vector,
+                                    %(embedding_minilm)s::extensions.vector);
 
 -- name: quality_templates
 select m.id, p.name as project, roi.template_question(m.kind, m.title, m.body) as question
@@ -354,7 +370,8 @@ select id from public.projects where name = %(name)s;
 select id from auth.users where email = %(email)s;
 
 -- name: layers_copy
-copy public.memories (author_id, project_id, kind, title, body, embedding, embedding_model, scope)
+copy public.memories (author_id, project_id, kind, title, body, embedding, embedding_model, embedding_minilm,
+                      embedding_minilm_model, scope)
 from stdin;
 
 -- name: layers_template_question
@@ -370,5 +387,98 @@ select id, title from public.memories where project_id = %(project_id)s;
 -- name: layers_lexical
 select memory_id from public.recall_lexical(%(question)s, %(project_id)s, null, 10);
 
+-- The shipped hybrid: all three legs, each question with both of its query embeddings.
 -- name: layers_hybrid
-select memory_id from public.recall(%(question)s, %(project_id)s, null, 10, false, %(embedding)s::extensions.vector);
+select memory_id from public.recall(%(question)s, %(project_id)s, null, 10, false, %(embedding)s::extensions.vector,
+                                    %(embedding_minilm)s::extensions.vector);
+
+-- Today's lexical leg beside the new one (issue 22, item 8): before the postings, recall ranked every
+-- match of the pinned project from its covering indexes (20261201060000_recall_index_only, dropped by
+-- 20261201190000_recall_reads_impact_ordered_postings). The bench cluster gets them back to run it.
+-- name: layers_before_indexes
+create index memories_project_search_idx on public.memories (project_id)
+  include (scope, team_id, author_id, created_at, id, search)
+  where invalidated_at is null and scope = 'project'
+    and octet_length(search::text) + 4 * length(search) <= 2400;
+create index memories_project_oversized_idx on public.memories (project_id)
+  where invalidated_at is null and scope = 'project'
+    and octet_length(search::text) + 4 * length(search) > 2400;
+
+-- name: layers_lexical_before
+with best as (
+  select c.id, c.created_at, c.score
+  from (
+    select m.id, m.created_at, ts_rank('{0.1, 0.2, 0.4, 0.4}', m.search, public.recall_query(%(question)s), 1) as score
+    from public.memories m
+    where m.scope = 'project' and m.invalidated_at is null and m.project_id = %(project_id)s
+      and octet_length(m.search::text) + 4 * length(m.search) <= 2400
+      and m.search @@ public.recall_query(%(question)s)
+    union all
+    select m.id, m.created_at, ts_rank('{0.1, 0.2, 0.4, 0.4}', m.search, public.recall_query(%(question)s), 1)
+    from public.memories m
+    where m.scope = 'project' and m.invalidated_at is null and m.project_id = %(project_id)s
+      and octet_length(m.search::text) + 4 * length(m.search) > 2400
+      and m.search @@ public.recall_query(%(question)s)
+  ) c
+  order by c.score desc, c.created_at desc, c.id
+  limit 10
+)
+select m.id, m.kind, m.scope, m.title, m.body, b.score
+from public.memories m join best b on b.id = m.id
+where m.id = any (array(select best.id from best))
+order by b.score desc, b.created_at desc, b.id;
+
+-- Today's two-leg hybrid (lexical and e5, before the postings and the MiniLM leg), as a plain statement.
+-- name: layers_hybrid_before
+with lexical as (
+  select c.id, c.created_at, row_number() over (order by c.score desc, c.created_at desc, c.id) as rank
+  from (
+    select m.id, m.created_at, ts_rank('{0.1, 0.2, 0.4, 0.4}', m.search, public.recall_query(%(question)s), 1) as score
+    from public.memories m
+    where m.scope = 'project' and m.invalidated_at is null and m.project_id = %(project_id)s
+      and octet_length(m.search::text) + 4 * length(m.search) <= 2400
+      and m.search @@ public.recall_query(%(question)s)
+    union all
+    select m.id, m.created_at, ts_rank('{0.1, 0.2, 0.4, 0.4}', m.search, public.recall_query(%(question)s), 1)
+    from public.memories m
+    where m.scope = 'project' and m.invalidated_at is null and m.project_id = %(project_id)s
+      and octet_length(m.search::text) + 4 * length(m.search) > 2400
+      and m.search @@ public.recall_query(%(question)s)
+    order by 3 desc, 2 desc, 1
+    limit 20
+  ) c
+), semantic as (
+  select c.id, c.created_at, row_number() over (order by c.distance, c.created_at desc, c.id) as rank
+  from (
+    select m.id, m.created_at, m.embedding operator(extensions.<=>) %(embedding)s::extensions.vector as distance
+    from public.memories m
+    where m.scope = 'project' and m.invalidated_at is null and m.project_id = %(project_id)s
+      and m.embedding is not null
+    order by 3, 2 desc, 1
+    limit 20
+  ) c
+), best as (
+  select coalesce(x.id, s.id) as id, coalesce(x.created_at, s.created_at) as created_at,
+         (coalesce(1.0 / (50 + x.rank), 0) + coalesce(1.5 / (50 + s.rank), 0))::real as score
+  from lexical x full join semantic s on s.id = x.id
+  order by 3 desc, 2 desc, 1
+  limit 10
+)
+select m.id from public.memories m join best b on b.id = m.id
+where m.id = any (array(select best.id from best))
+order by b.score desc, b.created_at desc, b.id;
+
+-- What the inverted index costs in storage, beside the memories themselves.
+-- name: layers_storage
+select (select count(*) from public.memories) as memories,
+       (select count(*) from public.memory_postings) as postings,
+       pg_total_relation_size('public.memory_postings') as postings_bytes,
+       pg_table_size('public.memories') + pg_indexes_size('public.memories') as memories_bytes;
+
+-- Which model filled each embedding column of the layers, and how many rows: the layers carry both legs.
+-- name: layers_embedded
+select 'embedding' as leg, embedding_model as model, count(*) from public.memories
+where embedding is not null group by embedding_model
+union all
+select 'embedding_minilm', embedding_minilm_model, count(*) from public.memories
+where embedding_minilm is not null group by embedding_minilm_model;

@@ -4,12 +4,14 @@ OpenAI-compatible endpoint on 127.0.0.1, and each process's peak memory (VmHWM).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -18,12 +20,12 @@ from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 
 from zm_roi import localdb
-from zm_roi.bench.sql import bench_query
+from zm_roi.bench.sql import Checkout, this_checkout
 from zm_roi.bench.timing import Series
-from zm_roi.queries import query
 
 VERDICT = json.dumps({"with_memory": True, "without_memory": False, "confidence": 0.9, "reason": "bench"})
 PER_RUN = 20
+WORKER_COUNTS = (1, 2, 4)
 
 
 class InstantModel(ThreadingHTTPServer):
@@ -61,22 +63,39 @@ class _Answer(BaseHTTPRequestHandler):
         pass
 
 
-def seed(url: str, rows: int) -> None:
+@contextlib.contextmanager
+def instant_model() -> Iterator[InstantModel]:
+    """An InstantModel serving on its own thread until the block ends."""
+    model = InstantModel()
+    threading.Thread(target=model.serve_forever, daemon=True).start()
+    try:
+        yield model
+    finally:
+        model.shutdown()
+        model.server_close()
+
+
+def worker_url_of(url: str) -> str:
+    return make_conninfo(url, user="roi_worker", password=localdb.WORKER_PASSWORD)
+
+
+def seed(url: str, rows: int, checkout: Checkout) -> None:
     with psycopg.connect(url) as conn:
-        conn.execute(bench_query("seed_judgments"), {"runs": rows // PER_RUN, "per_run": PER_RUN})
+        conn.execute(checkout.bench_query("seed_judgments"), {"runs": rows // PER_RUN, "per_run": PER_RUN})
 
 
-def queue_cost(url: str, worker_url: str, rows: int = 1000) -> dict:
+def queue_cost(url: str, worker_url: str, rows: int = 1000, checkout: Checkout | None = None) -> dict:
     """Claim + record per row, as the worker role, with no model in between: what the queue costs."""
-    seed(url, rows)
+    checkout = checkout or this_checkout()
+    seed(url, rows, checkout)
     series = Series()
     with psycopg.connect(worker_url, autocommit=True, row_factory=dict_row) as conn:
         for _ in range(rows):
             started = time.perf_counter()
-            job = conn.execute(query("claim_work")).fetchone()
+            job = conn.execute(checkout.claim_judgment).fetchone()
             with conn.transaction():
                 conn.execute(
-                    query("record_usage"),
+                    checkout.query("record_usage"),
                     {
                         "owner_id": job["owner_id"],
                         "purpose": "judgment",
@@ -90,7 +109,7 @@ def queue_cost(url: str, worker_url: str, rows: int = 1000) -> dict:
                     },
                 )
                 conn.execute(
-                    query("record_verdict"),
+                    checkout.query("record_verdict"),  # a checkout without the fingerprint ignores it
                     {
                         "run_id": job["run_id"],
                         "probe_id": job["probe_id"],
@@ -102,7 +121,7 @@ def queue_cost(url: str, worker_url: str, rows: int = 1000) -> dict:
                     },
                 )
             series.add((time.perf_counter() - started) * 1000)
-    return series.summary(raw=False)
+    return series.summary()
 
 
 def _peak_rss_mb(pid: int) -> float | None:
@@ -116,14 +135,19 @@ def _peak_rss_mb(pid: int) -> float | None:
     return None
 
 
-def drain(url: str, worker_url: str, workers: int, rows: int, model: InstantModel) -> dict:
-    """`workers` processes of `zm-roi worker --once` on 10,000 fresh judgments. The drain time is the
-    span from the first verdict to the last, so the processes' start-up (importing litellm) is left out."""
+def drain(
+    url: str, worker_url: str, workers: int, rows: int, model: InstantModel, checkout: Checkout | None = None
+) -> dict:
+    """`workers` processes of `zm-roi worker --once` (the checkout's own worker) on 10,000 fresh judgments.
+    The drain time is the span from the first verdict to the last, so the processes' start-up (importing
+    litellm) is left out."""
+    checkout = checkout or this_checkout()
     with psycopg.connect(url) as conn:
         since = conn.execute("select clock_timestamp()").fetchone()[0]
-    seed(url, rows)
+    seed(url, rows, checkout)
     env = {
         **os.environ,
+        "PYTHONPATH": checkout.python_path,
         "ZM_WORKER_DB_URL": worker_url,
         "ZM_JUDGE_MODEL": "openai/bench-judge",
         "ZM_GENERATION_MODEL": "openai/bench-generator",
@@ -140,6 +164,7 @@ def drain(url: str, worker_url: str, workers: int, rows: int, model: InstantMode
         subprocess.Popen(
             [sys.executable, "-m", "zm_roi.cli", "worker", "--once"],
             env=env,
+            cwd=checkout.root,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -151,8 +176,8 @@ def drain(url: str, worker_url: str, workers: int, rows: int, model: InstantMode
             peaks[p.pid] = max(peaks[p.pid], _peak_rss_mb(p.pid) or 0.0)
         time.sleep(0.2)
     with psycopg.connect(url) as conn:
-        span_ms, judged = conn.execute(bench_query("drain_span_ms"), {"since": since}).fetchone()
-        left = conn.execute(bench_query("queued_judgments")).fetchone()[0]
+        span_ms, judged = conn.execute(checkout.bench_query("drain_span_ms"), {"since": since}).fetchone()
+        left = conn.execute(checkout.bench_query("queued_judgments")).fetchone()[0]
     return {
         "workers": workers,
         "ms": round(float(span_ms or 0), 1),
@@ -165,19 +190,14 @@ def drain(url: str, worker_url: str, workers: int, rows: int, model: InstantMode
 
 def measure(url: str, queue_rows: int, drain_rows: int, say=print) -> dict:
     """Everything the report shows for the worker."""
-    worker_url = make_conninfo(url, user="roi_worker", password=localdb.WORKER_PASSWORD)
+    worker_url = worker_url_of(url)
     say("measuring: worker queue cost per row")
     cost = queue_cost(url, worker_url, queue_rows)
-    model = InstantModel()
-    threading.Thread(target=model.serve_forever, daemon=True).start()
     runs = {}
-    try:
-        for workers in (1, 2, 4):
+    with instant_model() as model:
+        for workers in WORKER_COUNTS:
             say(f"measuring: {workers} worker process(es) draining {drain_rows:,} judgments")
             runs[str(workers)] = drain(url, worker_url, workers, drain_rows, model)
-    finally:
-        model.shutdown()
-        model.server_close()
     return {
         "status": "measured",
         "detail": f"queue cost over {cost['n']} rows; drains of {drain_rows:,} judgments",

@@ -4,14 +4,16 @@ Measured on real engineering memories nobody on this team wrote (`../shared/eval
 never copied into the repo) with two question sets, each pinned to the source's project as the
 benchmark pins it: paraphrased questions we wrote ourselves (`bench/eval/adr-paraphrases.jsonl`,
 a line number of the corpus and our question; no corpus text) and the deterministic templates.
-For each set: hit@10, hit@1 and MRR@10 for the lexical recall, the semantic leg alone and the
-hybrid recall, plus the fusion weights tried on the paraphrases (how the bundled weights were chosen).
-Embeddings come from the offline default model; no network.
+For each set: hit@10, hit@1 and MRR@10 for the lexical recall, each semantic leg alone (e5, MiniLM),
+the two-leg configuration as it was (k 50, weights 1 / 1.5), the bundled recall with one embedding
+(two legs) and with both (three legs), plus the fusion grid tried on the paraphrases (how the bundled
+k and weights were chosen). Embeddings come from the two offline models; no network.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from collections import defaultdict
@@ -27,9 +29,13 @@ from zm_roi.importer import MemoryLine, Target, insert_memories
 from zm_roi.localdb import project_root
 
 EMAIL = "eval@zm-roi.example"
-RRF_K = 50
+RRF_K = 50  # the two-leg configuration before the third leg
 LEGS: dict[int, list] = {}  # raw legs per question set, for --dump
-WEIGHTS = (0.5, 1.0, 1.5, 2.0, 3.0)  # semantic weight, lexical fixed at 1.0
+WEIGHTS = (0.5, 1.0, 1.5, 2.0, 3.0)  # semantic weight, lexical fixed at 1.0 (two legs)
+# The three-leg grid: k, then the lexical, e5 and MiniLM weights.
+GRID_K = (5, 10, 20, 30, 50)
+GRID_WEIGHTS = (0.5, 1.0, 1.25, 1.5, 2.0)
+GRID: dict[str, dict] = {}  # per question set: (k, weights) -> ranks
 
 
 def load(conn: psycopg.Connection, corpus: list[dict]) -> dict:
@@ -49,11 +55,15 @@ def rank_of(target, ranked: list) -> int | None:
 
 
 def fuse(lexical: list, semantic: list, weight: float) -> list:
+    return fuse_legs((lexical, semantic), (1.0, weight), RRF_K)
+
+
+def fuse_legs(legs: tuple, weights: tuple, k: int) -> list:
+    """Reciprocal rank fusion as public.recall computes it (each leg its best 20)."""
     score: dict = defaultdict(float)
-    for rank, memory in enumerate(lexical, start=1):
-        score[memory] += 1.0 / (RRF_K + rank)
-    for rank, memory in enumerate(semantic, start=1):
-        score[memory] += weight / (RRF_K + rank)
+    for leg, weight in zip(legs, weights, strict=True):
+        for rank, memory in enumerate(leg[:20], start=1):
+            score[memory] += weight / (k + rank)
     return sorted(score, key=lambda m: -score[m])
 
 
@@ -69,37 +79,50 @@ def metrics(ranks: list[int | None]) -> dict:
 
 def evaluate(conn: psycopg.Connection, data: dict, questions: list[tuple]) -> dict:
     """questions: (question text, target memory id, project name). Runs as the evaluation user."""
-    vectors = embeddings.embed([q for q, _, _ in questions], as_query=True, model=embeddings.OFFLINE_MODEL).vectors
+    texts = [q for q, _, _ in questions]
+    vectors = embeddings.embed(texts, as_query=True, model=embeddings.OFFLINE_MODEL).vectors
+    minilm = embeddings.embed(texts, as_query=True, model=embeddings.MINILM_MODEL).vectors
     ranks: dict[str, list] = defaultdict(list)
+    grid: dict[tuple, list] = GRID.setdefault(f"set {len(GRID)}", defaultdict(list))
     legs = LEGS.setdefault(len(LEGS), [])
     act_as(conn, claims_for(data["user_id"], EMAIL))
-    for (question, target, project), vector in zip(questions, vectors, strict=True):
+    for (question, target, project), vector, second in zip(questions, vectors, minilm, strict=True):
         args = {
             "question": question,
             "project_id": data["projects"][project],
             "count": 20,
             "embedding": embeddings.literal(vector),
+            "embedding_minilm": embeddings.literal(second),
         }
         lexical_rows = conn.execute(bench_query("quality_lexical_leg"), args).fetchall()
         semantic_rows = conn.execute(bench_query("quality_semantic_leg"), args).fetchall()
+        minilm_rows = conn.execute(bench_query("quality_minilm_leg"), args).fetchall()
         lexical = [r[0] for r in lexical_rows]
         semantic = [r[0] for r in semantic_rows]
+        third = [r[0] for r in minilm_rows]
         legs.append(
             {
                 "target": str(target),
                 "lexical": [(str(i), float(s)) for i, s in lexical_rows],
                 "semantic": [(str(i), float(s)) for i, s in semantic_rows],
+                "minilm": [(str(i), float(s)) for i, s in minilm_rows],
             }
         )
         hybrid = [r[0] for r in conn.execute(bench_query("quality_hybrid"), args)]
+        three = [r[0] for r in conn.execute(bench_query("quality_three_legs"), args)]
         before = [r[0] for r in conn.execute(bench_query("quality_lexical_leg_title_weighted"), args)]
         ranks["lexical, title weighted (before)"].append(rank_of(target, before))
         ranks["lexical"].append(rank_of(target, lexical))
-        ranks["semantic"].append(rank_of(target, semantic))
+        ranks["semantic (e5)"].append(rank_of(target, semantic))
+        ranks["semantic (MiniLM)"].append(rank_of(target, third))
         ranks["hybrid, title weighted (before)"].append(rank_of(target, fuse(before, semantic, 1.5)))
-        ranks["hybrid"].append(rank_of(target, hybrid))
+        ranks["two legs as before (k 50, 1 / 1.5)"].append(rank_of(target, fuse(lexical, semantic, 1.5)))
+        ranks["public.recall, one embedding (two legs)"].append(rank_of(target, hybrid))
+        ranks["public.recall, both embeddings (three legs)"].append(rank_of(target, three))
         for weight in WEIGHTS:
             ranks[f"rrf semantic x{weight}"].append(rank_of(target, fuse(lexical, semantic, weight)))
+        for k, weights in itertools.product(GRID_K, itertools.product(GRID_WEIGHTS, repeat=3)):
+            grid[(k, weights)].append(rank_of(target, fuse_legs((lexical, semantic, third), weights, k)))
     conn.execute("reset role")
     return {name: metrics(r) for name, r in ranks.items()}
 
@@ -139,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         ]
         results = {"paraphrased": evaluate(conn, data, para), "templated": evaluate(conn, data, templated)}
     print(render(results))
+    print(render_grid())
     if args.dump:
         Path(args.dump).write_text(json.dumps(LEGS))
     return 0
@@ -157,6 +181,28 @@ def render(results: dict) -> str:
         for recall, m in table.items():
             lines.append(f"| {recall} | {m['hit10']}/{n} ({m['hit10'] / n:.0%}) | {m['hit1']} | {m['mrr']:.3f} |")
         lines.append("")
+    return "\n".join(lines)
+
+
+def render_grid() -> str:
+    """The three-leg grid on the paraphrases: per k the best weights by MRR@10 (ties: hit@1, hit@10),
+    the spread over every weight triple, and the templated figures of each best triple."""
+    paraphrased, templated = (GRID[name] for name in sorted(GRID))
+    lines = [
+        "### three-leg fusion grid (paraphrased; weights lexical / e5 / MiniLM)",
+        "",
+        "| k | best weights | hit@1 | hit@10 | MRR@10 | MRR@10, all weights | templated hit@10 / hit@1 / MRR |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for k in GRID_K:
+        cells = {w: metrics(r) for (kk, w), r in paraphrased.items() if kk == k}
+        best = max(cells, key=lambda w: (cells[w]["mrr"], cells[w]["hit1"], cells[w]["hit10"]))
+        m, t = cells[best], metrics(templated[(k, best)])
+        mrrs = [c["mrr"] for c in cells.values()]
+        lines.append(
+            f"| {k} | {' / '.join(str(x) for x in best)} | {m['hit1']} | {m['hit10']} | {m['mrr']:.3f} "
+            f"| {min(mrrs):.3f}–{max(mrrs):.3f} | {t['hit10']} / {t['hit1']} / {t['mrr']:.3f} |"
+        )
     return "\n".join(lines)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 # The issue's targets, set for 1M memories on this 2-core machine. `path` finds the figure in one
@@ -188,7 +189,7 @@ def _dig(results: dict, path: tuple) -> float | None:
     return value if isinstance(value, int | float) else None
 
 
-def _ms(value: float | None) -> str:
+def format_ms(value: float | None) -> str:
     if value is None:
         return "–"
     if value >= 10_000:
@@ -234,20 +235,20 @@ def _value_text(target: dict, value: float | None) -> str:
         return f"{value:+.1%}"
     if "limit_mb" in target:
         return f"{value:.0f} MB"
-    return f"{_ms(value)} ms" if value < 10_000 else _ms(value)  # _ms says "s" itself from 10 s
+    return f"{format_ms(value)} ms" if value < 10_000 else format_ms(value)  # _ms says "s" itself from 10 s
 
 
 def _row(cells: list) -> str:
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
-def _table(header: list[str], rows: list[list]) -> list[str]:
+def table(header: list[str], rows: list[list]) -> list[str]:
     return [_row(header), _row(["---"] * len(header)), *(_row(r) for r in rows)]
 
 
 def _series_row(name: str, summary: dict | None, note: str = "") -> list:
     summary = summary or {}
-    return [name, summary.get("n", 0), _ms(summary.get("p50")), _ms(summary.get("p95")), note]
+    return [name, summary.get("n", 0), format_ms(summary.get("p50")), format_ms(summary.get("p95")), note]
 
 
 def _measurement_rows(r: dict) -> list[list]:
@@ -367,7 +368,7 @@ def _upkeep_writes_rows(r: dict) -> list[str]:
         "whose pool is not full (a full pool has nothing to take until its next rotation); after an "
         "invalidation, every member with a pool (it may retire one of their probes).",
         "",
-        *_table(["measurement", "n", "p50 ms", "p95 ms", "owners visited"], rows),
+        *table(["measurement", "n", "p50 ms", "p95 ms", "owners visited"], rows),
     ]
 
 
@@ -385,7 +386,7 @@ def _latency_rows(r: dict) -> list[str]:
         f"OpenAI-compatible endpoint that answers each call after {delay:g} s; timed from the "
         "benchmark_memory() call that queued the work until the database shows it done.",
         "",
-        *_table(
+        *table(
             ["what the user waits for", "seconds", "notes"],
             [
                 [
@@ -431,7 +432,7 @@ def render(run: dict) -> str:
         "",
         "## Machine",
         "",
-        *_table(
+        *table(
             ["CPU", "cores", "memory", "kernel", "load average (1, 5, 15 min) at start"],
             [
                 [
@@ -451,7 +452,7 @@ def render(run: dict) -> str:
         "",
         f"`{largest['server']['version']}`",
         "",
-        *_table(["setting", "value"], [[k, f"`{v}`"] for k, v in largest["server"]["settings"].items()]),
+        *table(["setting", "value"], [[k, f"`{v}`"] for k, v in largest["server"]["settings"].items()]),
         "",
         "The embedded cluster's own settings (`zm_roi.localdb`) except `max_wal_size`, `checkpoint_timeout` "
         "(bulk load only) and `track_io_timing` (I/O times in EXPLAIN), which the bench adds.",
@@ -467,7 +468,7 @@ def render(run: dict) -> str:
             "",
             f"Load average at start of this size: {', '.join(map(str, r['load_average']))}.",
             "",
-            *_table(["measurement", "n", "p50 ms", "p95 ms", "notes"], _measurement_rows(r)),
+            *table(["measurement", "n", "p50 ms", "p95 ms", "notes"], _measurement_rows(r)),
             "",
             "### Recall cost by layer size",
             "",
@@ -476,10 +477,10 @@ def render(run: dict) -> str:
             f"Pinned layers sampled: p50 {r['recall']['pinned_layer_rows']['p50']:,} rows, "
             f"p95 {r['recall']['pinned_layer_rows']['p95']:,}, max {r['recall']['pinned_layer_rows']['max']:,}.",
             "",
-            *_table(
+            *table(
                 ["rows in the pinned layer", "n", "p50 ms", "p95 ms"],
                 [
-                    [label, s["n"], _ms(s["p50"]), _ms(s["p95"])]
+                    [label, s["n"], format_ms(s["p50"]), format_ms(s["p95"])]
                     for label, s in r["recall"]["pinned_by_layer_rows"].items()
                 ],
             ),
@@ -491,7 +492,7 @@ def render(run: dict) -> str:
     verdicts = assess(largest)
     for target, verdict in zip(TARGETS, verdicts, strict=True):
         rows.append([target["what"], _limit_text(target), _value_text(target, verdict["value"]), verdict["status"]])
-    out += _table(["target", "limit", "measured", "status"], rows)
+    out += table(["target", "limit", "measured", "status"], rows)
     misses = [(t, v) for t, v in zip(TARGETS, verdicts, strict=True) if v["status"] == "missed" and t["why"]]
     if misses:
         out += ["", "Why each miss happens:", ""]
@@ -514,9 +515,9 @@ def render(run: dict) -> str:
             ("upkeep after 100 spread writes", ("upkeep_writes", "spread_writes", "p50")),
             ("upkeep, one owner's pool", ("upkeep", "fill_one_owner", "p50")),
         ]
-        out += _table(
+        out += table(
             ["measurement", *(size_name(r["size"]) for r in sizes)],
-            [[label, *(_ms(_dig(r, path)) for r in sizes)] for label, path in curve]
+            [[label, *(format_ms(_dig(r, path)) for r in sizes)] for label, path in curve]
             + [["benchmark_memory() overhead", *(_pct(r["benchmark"]["overhead_p50"]) for r in sizes)]],
         )
     explain = largest.get("explain") or {}
@@ -576,15 +577,16 @@ def _corpus_table(sizes: list[dict]) -> list[str]:
         ["build (s): population, memories, indexes, analyze"]
         + [", ".join(f"{v}" for v in r["build_seconds"].values()) for r in sizes]
     )
-    return _table(["", *(size_name(r["size"]) for r in sizes)], rows)
+    return table(["", *(size_name(r["size"]) for r in sizes)], rows)
 
 
-def write(run: dict, out_dir: Path) -> tuple[Path, Path]:
-    """Write <date>-<label>.md and .json into `out_dir`; return both paths."""
+def write(run: dict, out_dir: Path, render_as: Callable[[dict], str] | None = None) -> tuple[Path, Path]:
+    """Write <date>-<label>.md (rendered by `render_as`, this module's `render` unless told) and .json
+    into `out_dir`; return both paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = f"{run['date']}-{run['label']}"
     md = out_dir / f"{stem}.md"
     raw = out_dir / f"{stem}.json"
-    md.write_text(render(run))
+    md.write_text((render_as or render)(run))
     raw.write_text(json.dumps(run, indent=2, default=str) + "\n")
     return md, raw

@@ -60,9 +60,10 @@ select is((select rolsuper or rolbypassrls or rolcreaterole or rolcreatedb from 
 select is_empty(
   $$select p.proname from pg_proc p where p.pronamespace = 'roi'::regnamespace
     and has_function_privilege('roi_worker', p.oid, 'execute') and p.proname not in
-    ('claim_work', 'release_work', 'record_question', 'record_question_embedding', 'record_verdict',
-     'settle_judgment', 'record_usage', 'owner_provider_key', 'close_run_if_done', 'run_lock_key',
-     'record_closed_book', 'template_question', 'record_judge_check', 'judge_check_surfaced')$$,
+    ('claim_work', 'release_work', 'record_question', 'record_question_embedding',
+     'record_question_embedding_minilm', 'record_verdict',
+     'settle_judgment', 'record_usage', 'owner_provider_key', 'close_run_if_done', 'record_run_closure',
+     'run_lock_key', 'record_closed_book', 'template_question', 'record_judge_check', 'judge_check_surfaced')$$,
   'roi_worker executes its own verbs (and what they call) and nothing else in roi');
 
 -- Who sees what: 1 issue first (the superuser sees every probe), then the worker's view.

@@ -107,7 +107,7 @@ select throws_ok($$select roi.configure_recall('public.hybrid_test_columns')$$, 
 select throws_ok($$select roi.configure_recall('public.no_such_recall')$$, '42883', null,
   'configure refuses a missing function');
 select is((select recall_function from roi.settings),
-  'public.recall(text,uuid,uuid,integer,boolean,extensions.vector)',
+  'public.recall(text,uuid,uuid,integer,boolean,extensions.vector,extensions.vector)',
   'a refused function leaves the setting unchanged');
 
 select is(roi.configure_recall('public.hybrid_test_nothing'),
@@ -121,14 +121,14 @@ select results_eq(
   'the run called the configured recall (nothing surfaced, so no question is answered with memory) and says so');
 
 select tests.clear_authentication();
-select is(roi.configure_recall('public.recall'), 'public.recall(text,uuid,uuid,integer,boolean,extensions.vector)',
+select is(roi.configure_recall('public.recall'), 'public.recall(text,uuid,uuid,integer,boolean,extensions.vector,extensions.vector)',
   '--recall-function public.recall goes back to the bundled hybrid recall');
 
 -- A configured function replaced by a definer one after configure is refused at run time.
 select roi.configure_recall('public.hybrid_test_nothing');
 alter function public.hybrid_test_nothing(text, uuid, uuid, integer, boolean) security definer;
 select tests.authenticate_as('alice@hybrid.test');
-select throws_ok($$select * from roi.configured_recall('x', null, null, 10, false, null)$$, '42501', null,
+select throws_ok($$select * from roi.configured_recall('x', null, null, 10, false, null, null)$$, '42501', null,
   'a configured recall that became SECURITY DEFINER is refused when called');
 
 -- roi_embedder reaches only what it embeds.

@@ -9,7 +9,7 @@
 --   4. closed-book probes are picked at random;
 --   5. the hybrid recall fuses with k = 50 and weights 1 (lexical) and 1.5 (semantic).
 begin;
-select plan(22);
+select plan(23);
 
 -- What one statement does as the current role: 'ok', or the SQLSTATE that refused it.
 create function pg_temp.outcome(statement text) returns text language plpgsql as $$
@@ -213,27 +213,32 @@ select cmp_ok((select count(distinct probe_id)::int from roi.work
   'the picks differ between runs: not the first, not the same probe every time');
 
 -- ---------------------------------------------------------------------------------------------
--- 5. Hybrid fusion constants: score = 1 / (50 + lexical rank) + 1.5 / (50 + semantic rank).
+-- 5. Fusion constants: score = 1 / (5 + lexical rank) + 1.25 / (5 + e5 rank) + 1.25 / (5 + MiniLM rank).
 -- ---------------------------------------------------------------------------------------------
 create function pg_temp.axis(i integer) returns extensions.vector language sql immutable as $$
   select (array_fill(0::real, array[i - 1]) || 1::real || array_fill(0::real, array[384 - i]))::extensions.vector
 $$;
 select tests.create_user('fusion@break.test');
-insert into public.memories (author_id, scope, kind, title, body, embedding, embedding_model) values
+insert into public.memories (author_id, scope, kind, title, body, embedding, embedding_model, embedding_minilm,
+                             embedding_minilm_model) values
   (tests.user_id('fusion@break.test'), 'personal', 'decision', 'Quokka cutover plan', 'Move traffic at noon.',
-   pg_temp.axis(1), 'test-axes'),
+   pg_temp.axis(1), 'test-axes', pg_temp.axis(2), 'test-axes'),
   (tests.user_id('fusion@break.test'), 'personal', 'gotcha', 'Wombat changelog rule', 'List every migration.',
-   null, null);
+   null, null, null, null);
 select tests.authenticate_as('fusion@break.test');
 select is((select round(score::numeric, 5) from public.recall('quokka cutover', query_embedding => pg_temp.axis(1))
-           where title = 'Quokka cutover plan'), round(1 / 51.0 + 1.5 / 51.0, 5),
-  'first in both legs: 1/51 + 1.5/51');
+           where title = 'Quokka cutover plan'), round(1 / 6.0 + 1.25 / 6.0, 5),
+  'first in both legs given: 1/6 + 1.25/6');
+select is((select round(score::numeric, 5) from public.recall('quokka cutover', query_embedding => pg_temp.axis(1),
+                                                               query_embedding_minilm => pg_temp.axis(2))
+           where title = 'Quokka cutover plan'), round(1 / 6.0 + 1.25 / 6.0 + 1.25 / 6.0, 5),
+  'first in all three legs: 1/6 + 1.25/6 + 1.25/6');
 select is((select round(score::numeric, 5) from public.recall('zebra xylophone', query_embedding => pg_temp.axis(1))
-           where title = 'Quokka cutover plan'), round(1.5 / 51.0, 5),
-  'first in the semantic leg only: 1.5/51');
+           where title = 'Quokka cutover plan'), round(1.25 / 6.0, 5),
+  'first in the semantic leg only: 1.25/6');
 select is((select round(score::numeric, 5) from public.recall('wombat changelog', query_embedding => pg_temp.axis(1))
-           where title = 'Wombat changelog rule'), round(1 / 51.0, 5),
-  'first in the lexical leg only (no embedding): 1/51');
+           where title = 'Wombat changelog rule'), round(1 / 6.0, 5),
+  'first in the lexical leg only (no embedding): 1/6');
 select tests.clear_authentication();
 
 select * from finish();

@@ -1,0 +1,301 @@
+"""`make bench SIZE=… BASE=<commit>`: this checkout's database side by side with another commit's.
+
+Both databases get the same corpus (same generator, same seed) on their own throwaway clusters, both
+alive at once. The measurements are the single run's own functions, each database called through the
+verbs it has (`Checkout`: its named queries and its own worker), interleaved round by round with the
+order swapped every round, so the machine's noise falls on both alike. The report sets each figure
+side by side with the ratio head / base and whether head is worse by more than 5%.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psycopg
+
+from zm_roi import bench
+from zm_roi.bench import corpus, measure, queue, report
+from zm_roi.bench.cluster import server, throwaway_cluster
+from zm_roi.bench.measure import HYBRID_MODES, RECALL_MODES, Plan
+from zm_roi.bench.sql import Checkout
+from zm_roi.bench.timing import Series
+from zm_roi.errors import UserError
+
+SIDES = ("base", "head")
+# The recall and queue-cost calls are split over this many rounds, and benchmark_memory() runs once per owner in
+# each; an even number, so each side goes first in as many rounds as the other.
+ROUNDS = 10
+TOLERANCE = 0.05  # issue 19: none worse by more than 5%
+# (figure, path to it in one side's pooled figures); every figure is a time, lower is better.
+FIGURES = (
+    ("worker queue cost per row, p50", ("queue_cost", "p50")),
+    *(
+        (f"{n} worker{'s' if n > 1 else ''} draining the judgments", ("drains", str(n), "ms"))
+        for n in queue.WORKER_COUNTS
+    ),
+    ("pinned recall p50, project + personal", ("recall", "pinned_project", "p50")),
+    ("pinned recall p50, team + personal", ("recall", "pinned_team", "p50")),
+    ("pinned hybrid recall p50, project + personal", ("recall", "hybrid", "pinned_project", "p50")),
+    ("pinned hybrid recall p50, team + personal", ("recall", "hybrid", "pinned_team", "p50")),
+    ("benchmark_memory(), 20 probes, p50", ("benchmark", "rpc", "p50")),
+)
+
+
+def side_order(round_no: int) -> tuple[str, ...]:
+    """Which database goes first in a round: base in even rounds, head in odd ones, so neither always
+    runs on a machine the other just warmed (or just loaded)."""
+    return SIDES if round_no % 2 == 0 else SIDES[::-1]
+
+
+def round_plan(plan: Plan) -> Plan:
+    """One round's share of the calls: a tenth of the recalls and queue rows, one run per owner. Judgments
+    are queued in runs of 20, so a round's queue rows are whole runs (100 of the 1,000)."""
+    return dataclasses.replace(
+        plan,
+        recall_calls=-(-plan.recall_calls // ROUNDS),  # at least one a round
+        rounds=1,
+        queue_rows=-(-plan.queue_rows // (ROUNDS * queue.PER_RUN)) * queue.PER_RUN,
+    )
+
+
+def verdict(base: float | None, head: float | None, tolerance: float = TOLERANCE) -> tuple[float | None, str]:
+    """The ratio head / base of a time, and whether head is worse than base by more than `tolerance`."""
+    if base is None or head is None or base <= 0:
+        return None, "not compared"
+    ratio = head / base
+    change = f"{ratio - 1:+.1%}"
+    return ratio, (f"**worse by more than {tolerance:.0%}** ({change})" if ratio > 1 + tolerance else f"ok ({change})")
+
+
+def pooled(rounds: list[dict], path: tuple) -> dict:
+    """One summary over the raw samples of the figure at `path` in every round."""
+    samples = []
+    for figures in rounds:
+        for key in path:
+            figures = figures[key]
+        samples += figures["samples"]
+    return Series(samples).summary()
+
+
+def pool_side(rounds: list[dict], drains: dict) -> dict:
+    """One side's figures over all its rounds, in the shape FIGURES' paths read."""
+    return {
+        "queue_cost": pooled(rounds, ("queue_cost",)),
+        "drains": drains,
+        "recall": {mode: pooled(rounds, ("recall", mode)) for mode in RECALL_MODES}
+        | {"hybrid": {mode: pooled(rounds, ("recall", "hybrid", mode)) for mode in HYBRID_MODES}},
+        "benchmark": {
+            "rpc": pooled(rounds, ("benchmark", "rpc")),
+            "recalls_alone_sum": pooled(rounds, ("benchmark", "recalls_alone_sum")),
+        },
+    }
+
+
+def _git(root: Path, *args: str) -> str:
+    result = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise UserError(f"git {' '.join(args)}: {result.stderr.strip()}")
+    return result.stdout.strip()
+
+
+@contextlib.contextmanager
+def base_checkout(root: Path, rev: str) -> Iterator[tuple[str, Checkout]]:
+    """The files of commit `rev` in a temporary folder (`git archive`), with this checkout's pinned
+    Supabase CLI; removed afterwards. Yields the full commit id and the checkout."""
+    sha = _git(root, "rev-parse", "--verify", f"{rev}^{{commit}}")
+    archive = subprocess.run(["git", "-C", str(root), "archive", sha], capture_output=True, check=True).stdout
+    folder = Path(tempfile.mkdtemp(prefix="zm-roi-bench-base-"))
+    try:
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(folder, filter="data")
+        (folder / "node_modules").symlink_to(root / "node_modules")
+        yield sha, Checkout(folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def run(
+    root: Path,
+    size: int,
+    label: str,
+    base_rev: str,
+    out_dir: Path,
+    seed: int,
+    plan: Plan | None = None,
+    command: str = "make bench BASE=…",
+    say: Callable[[str], None] = print,
+    owners: int | None = None,
+) -> tuple[Path, Path]:
+    """Build both databases, measure them interleaved, and write one side-by-side report."""
+    plan = plan or Plan()
+    per_round = round_plan(plan)
+    results = bench.begin(label, command, seed, owners, plan) | {
+        "size": size,
+        "rounds": ROUNDS,
+        "head": {
+            "commit": _git(root, "rev-parse", "HEAD"),
+            "uncommitted_changes": bool(_git(root, "status", "--porcelain")),
+        },
+    }
+    with contextlib.ExitStack() as stack:
+        base_sha, base = stack.enter_context(base_checkout(root, base_rev))
+        results["base"] = {"commit": base_sha, "subject": _git(root, "log", "-1", "--format=%s", base_sha)}
+        checkouts = {"base": base, "head": Checkout(root)}
+        urls = {}
+        for side in SIDES:
+            say(f"== {side}: {results[side]['commit'][:7]}, {size:,} memories (seed {seed}) ==")
+            urls[side] = stack.enter_context(throwaway_cluster(checkouts[side].root, say)).url()
+            build = corpus.build(urls[side], size, seed, say, owners=owners)
+            results[side] |= {"build_seconds": build, "corpus": corpus.shape(urls[side])}
+        with psycopg.connect(urls["head"]) as conn:
+            results["server"] = server(conn)
+        results["load_average_at_measurements"] = [round(x, 2) for x in os.getloadavg()]
+        steps = (
+            ("recall", lambda side, r: measure.recall(urls[side], seed + r, per_round)[0]),
+            ("benchmark", lambda side, r: measure.benchmark(urls[side], seed, per_round)),
+            (
+                "queue_cost",
+                lambda side, r: queue.queue_cost(
+                    urls[side], queue.worker_url_of(urls[side]), per_round.queue_rows, checkouts[side]
+                ),
+            ),
+        )
+        rounds: dict[str, list[dict]] = {side: [{} for _ in range(ROUNDS)] for side in SIDES}
+        for r in range(ROUNDS):
+            for name, step in steps:
+                for side in side_order(r):
+                    say(f"round {r + 1}/{ROUNDS}: {name}, {side}")
+                    rounds[side][r][name] = step(side, r)
+        drains: dict[str, dict] = {side: {} for side in SIDES}
+        with queue.instant_model() as model:
+            for i, workers in enumerate(queue.WORKER_COUNTS):
+                for side in side_order(i):
+                    say(f"{workers} worker process(es) draining {plan.drain_rows:,} judgments, {side}")
+                    drains[side][str(workers)] = queue.drain(
+                        urls[side], queue.worker_url_of(urls[side]), workers, plan.drain_rows, model, checkouts[side]
+                    )
+    for side in SIDES:
+        results[side] |= {"figures": pool_side(rounds[side], drains[side]), "rounds": rounds[side]}
+    results["comparison"] = compare(results["base"]["figures"], results["head"]["figures"])
+    bench.end(results)
+    return report.write(results, out_dir, render)
+
+
+def compare(base: dict, head: dict) -> list[dict]:
+    """Each figure of FIGURES: base, head, the ratio and the verdict."""
+    rows = []
+    for what, path in FIGURES:
+        values = [_dig(side, path) for side in (base, head)]
+        ratio, said = verdict(*values)
+        n = _dig(base, (*path[:-1], "n"))
+        rows.append({"what": what, "n": n, "base": values[0], "head": values[1], "ratio": ratio, "verdict": said})
+    return rows
+
+
+def _dig(figures: dict, path: tuple) -> float | None:
+    for key in path:
+        figures = figures.get(key) if isinstance(figures, dict) else None
+    return figures
+
+
+def _per_drain(side: dict, cell: Callable[[dict], str]) -> str:
+    return " / ".join(cell(side["figures"]["drains"][str(n)]) for n in queue.WORKER_COUNTS)
+
+
+def render(results: dict) -> str:
+    """The Markdown report of one side-by-side run."""
+    base, head, m = results["base"], results["head"], results["machine"]
+    plan = results["plan"]
+    head_name = f"`{head['commit'][:7]}`" + (" with uncommitted changes" if head["uncommitted_changes"] else "")
+    out = [
+        f"# zm-roi bench: {results['label']} ({results['date']})",
+        "",
+        f"Produced by `{results['command']}` (seed {results['seed']}): base `{base['commit'][:7]}` "
+        f"({base['subject']}) against head {head_name}, {results['size']:,} memories each, on two throwaway "
+        "clusters built from each commit's own migrations, alive side by side. Each database is measured "
+        "through its own verbs (its named queries, its own `zm-roi worker`). The recall, benchmark_memory() "
+        f"and queue-cost calls are split over {results['rounds']} rounds; in each round every measurement "
+        "runs on both databases back to back, base first in odd rounds and head first in even ones. The "
+        "drains run back to back per worker count, the order alternating. How the bench works: "
+        "[bench/README.md](../README.md).",
+        "",
+        *report.table(
+            ["CPU", "cores", "memory", "load average at start / measurements / end", "PostgreSQL"],
+            [
+                [
+                    m["cpu_model"],
+                    m["cores"],
+                    f"{m['memory_gb']} GB",
+                    " / ".join(
+                        ", ".join(map(str, load))
+                        for load in (
+                            m["load_average_at_start"],
+                            results["load_average_at_measurements"],
+                            m["load_average_at_end"],
+                        )
+                    ),
+                    results["server"]["version"].split(" on ")[0],
+                ]
+            ],
+        ),
+        "",
+        f"## Head against base (worse by more than {TOLERANCE:.0%} is flagged)",
+        "",
+        *report.table(
+            ["figure", "n per side", "base ms", "head ms", "head / base", "verdict"],
+            [
+                [
+                    row["what"],
+                    row["n"] or 1,
+                    report.format_ms(row["base"]),
+                    report.format_ms(row["head"]),
+                    "–" if row["ratio"] is None else f"{row['ratio']:.3f}",
+                    row["verdict"],
+                ]
+                for row in results["comparison"]
+            ],
+        ),
+        "",
+        f"Drains: {plan['drain_rows']:,} freshly queued judgments each, zero-latency model, timed from the "
+        "first verdict to the last. Hybrid recalls: the same pinned samples with a random unit query vector.",
+        "",
+        "## Both databases",
+        "",
+        *report.table(
+            ["", "base", "head"],
+            [
+                [
+                    "memories / users",
+                    *(f"{s['corpus']['memories']:,} / {s['corpus']['users']:,}" for s in (base, head)),
+                ],
+                [
+                    "table / all indexes",
+                    *(f"{s['corpus']['table_size']} / {s['corpus']['indexes_size']}" for s in (base, head)),
+                ],
+                [
+                    "build (s): population, memories, indexes, analyze",
+                    *(", ".join(map(str, s["build_seconds"].values())) for s in (base, head)),
+                ],
+                [
+                    "drains, 1 / 2 / 4 workers: judged (left in the queue)",
+                    *(_per_drain(s, lambda d: f"{d['judged']:,} ({d['left_in_queue']})") for s in (base, head)),
+                ],
+                [
+                    "worker peak memory (MB), 1 / 2 / 4 workers",
+                    *(_per_drain(s, lambda d: str(d["peak_rss_mb"])) for s in (base, head)),
+                ],
+            ],
+        ),
+        "",
+        "Not compared here: upkeep, model latency and EXPLAIN (a single `make bench` measures them).",
+    ]
+    return "\n".join(out) + "\n"

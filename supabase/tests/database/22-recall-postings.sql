@@ -1,0 +1,154 @@
+-- 20261201190000_recall_reads_impact_ordered_postings: recall's lexical candidates come from
+-- public.memory_postings. Row-level security reads a posting as it reads its memory (another user's
+-- postings and memories never surface, through recall or a direct select), the triggers keep the
+-- postings current as the writer (insert, edit, invalidation, delete), the impacts sum to ts_rank,
+-- and a forged posting cannot pull a memory into a pin it is not in. The read policy is opened once
+-- (a savepoint) to show the cross-user check sees the break.
+begin;
+select plan(20);
+
+select tests.create_user('author@postings.test') as author_id \gset
+select tests.create_user('outsider@postings.test') as outsider_id \gset
+insert into public.projects (id, name) values
+  ('00000000-0000-0000-0000-0000000f0b01', 'postings-atlas'),
+  ('00000000-0000-0000-0000-0000000f0b02', 'postings-foreign'),
+  ('00000000-0000-0000-0000-0000000f0b03', 'postings-side');
+insert into public.project_members values
+  ('00000000-0000-0000-0000-0000000f0b01', tests.user_id('author@postings.test')),
+  ('00000000-0000-0000-0000-0000000f0b03', tests.user_id('author@postings.test')),
+  ('00000000-0000-0000-0000-0000000f0b02', tests.user_id('outsider@postings.test'));
+
+-- Written as their authors through the Data API's role: the triggers post them as the writer.
+select tests.authenticate_as('author@postings.test');
+select lives_ok(
+  $$insert into public.memories (scope, project_id, kind, title, body) values
+      ('project', '00000000-0000-0000-0000-0000000f0b01', 'decision',
+       'Zephyr queue drain', 'We drain the zephyr queue before every deploy.'),
+      ('personal', null, 'gotcha',
+       'Zephyr laptop', 'The zephyr client needs the VPN.'),
+      ('project', '00000000-0000-0000-0000-0000000f0b03', 'convention',
+       'Zephyr side note', 'The side project never deploys zephyr.')$$,
+  'an author writes memories with the Data API''s role, postings included');
+select tests.clear_authentication();
+select tests.authenticate_as('outsider@postings.test');
+insert into public.memories (scope, project_id, kind, title, body) values
+  ('project', '00000000-0000-0000-0000-0000000f0b02', 'decision',
+   'Zephyr zephyr', 'Zephyr zephyr zephyr queue drain deploy.'),
+  ('personal', null, 'decision',
+   'Zephyr secret', 'Zephyr queue drain deploy, outsider only.');
+select tests.clear_authentication();
+
+select is(
+  (select count(*)::integer from public.memory_postings p join public.memories m on m.id = p.memory_id
+   where m.title = 'Zephyr queue drain'),
+  (select length(search) from public.memories where title = 'Zephyr queue drain'),
+  'a new memory has one posting per lexeme of its search vector');
+select ok(
+  (select abs(sum(p.impact) / 3 - ts_rank('{0.1, 0.2, 0.4, 0.4}', m.search, public.recall_query('zephyr queue deploy'), 1)) < 1e-6
+   from public.memory_postings p join public.memories m on m.id = p.memory_id
+   where m.title = 'Zephyr queue drain' and p.lexeme in ('zephyr', 'queue', 'deploy')
+   group by m.search),
+  'the impacts of a question''s lexemes sum to its ts_rank times their number');
+
+-- ---------------------------------------------------------------------------------------------
+-- Another user's postings and memories never surface.
+-- ---------------------------------------------------------------------------------------------
+select tests.authenticate_as('author@postings.test');
+select is(
+  (select count(*)::integer from public.memory_postings where author_id = :'outsider_id'),
+  0, 'the author reads none of the outsider''s postings');
+select ok(
+  (select count(*) from public.memory_postings where author_id = :'author_id') > 0,
+  'the author reads their own postings (the check above can see rows)');
+select is_empty(
+  $$select 1 from public.recall_lexical('zephyr queue drain deploy', match_count => 100) r
+    join public.memories m on m.id = r.memory_id where m.author_id <> auth.uid()$$,
+  'unpinned lexical recall returns none of the outsider''s memories, though they hold every word');
+select is_empty(
+  $$select 1 from public.recall('zephyr queue drain deploy', match_count => 100,
+                                query_embedding => array_fill(0.05::real, array[384])::extensions.vector) r
+    join public.memories m on m.id = r.memory_id where m.author_id <> auth.uid()$$,
+  'unpinned hybrid recall returns none of them either');
+select is_empty(
+  $$select 1 from public.recall_lexical('zephyr', project_id => '00000000-0000-0000-0000-0000000f0b02') where scope <> 'personal'$$,
+  'pinning the outsider''s project returns nothing of it');
+select set_eq(
+  $$select title from public.recall_lexical('zephyr', project_id => '00000000-0000-0000-0000-0000000f0b01')$$,
+  array['Zephyr queue drain', 'Zephyr laptop'],
+  'a project pin returns the project''s and the caller''s personal matches, through the postings');
+select throws_ok(
+  $$insert into public.memory_postings (memory_id, lexeme, impact, scope, layer_id, author_id)
+    select id, 'zephyr', 1, 'project', '00000000-0000-0000-0000-0000000f0b02', auth.uid()
+    from public.memories where title = 'Zephyr queue drain'$$,
+  '42501', null, 'no one posts into a layer they are not in');
+
+-- A forged posting in the author's own project, naming the side project's memory, cannot pull it into
+-- the atlas pin: the ranking re-checks the memory's layer.
+insert into public.memory_postings (memory_id, lexeme, impact, scope, layer_id, author_id)
+select id, 'nimbus', 1, 'project', '00000000-0000-0000-0000-0000000f0b01', auth.uid()
+from public.memories where title = 'Zephyr side note';
+select is_empty(
+  $$select 1 from public.recall_lexical('zephyr nimbus', project_id => '00000000-0000-0000-0000-0000000f0b01')
+    where title = 'Zephyr side note'$$,
+  'a forged posting does not pull another layer''s memory into the pin');
+select tests.clear_authentication();
+
+select tests.authenticate_as('outsider@postings.test');
+delete from public.memory_postings where author_id = :'author_id';
+select tests.clear_authentication();
+select ok(
+  (select count(*) from public.memory_postings where author_id = :'author_id') > 0,
+  'the outsider deletes none of the author''s postings');
+
+-- ---------------------------------------------------------------------------------------------
+-- The read policy opened once: the outsider then reads the author's postings, and the check says so.
+-- ---------------------------------------------------------------------------------------------
+savepoint opened;
+create policy "Broken: postings for everyone" on public.memory_postings for select to authenticated using (true);
+select tests.authenticate_as('outsider@postings.test');
+select count(*) as broken_reads from public.memory_postings where author_id = :'author_id' \gset
+select tests.clear_authentication();
+rollback to savepoint opened;
+select ok(:broken_reads > 0, 'with the read policy opened, the outsider would read the author''s postings');
+select tests.authenticate_as('outsider@postings.test');
+select is(
+  (select count(*)::integer from public.memory_postings where author_id = :'author_id'),
+  0, 'with the policy restored, the outsider reads none of them');
+select tests.clear_authentication();
+
+-- ---------------------------------------------------------------------------------------------
+-- The postings follow every write: an edit, an invalidation, a delete.
+-- ---------------------------------------------------------------------------------------------
+select tests.authenticate_as('author@postings.test');
+update public.memories set body = 'We drain the nimbus queue before every deploy.' where title = 'Zephyr queue drain';
+select is(
+  (select array_agg(p.lexeme order by p.lexeme) from public.memory_postings p join public.memories m on m.id = p.memory_id
+   where m.title = 'Zephyr queue drain' and p.lexeme in ('zephyr', 'nimbus')),
+  array['nimbus', 'zephyr'], 'an edited body posts its new words (zephyr stays: it is in the title)');
+update public.memories set title = 'Queue drain' where title = 'Zephyr queue drain';
+select is(
+  (select array_agg(p.lexeme order by p.lexeme) from public.memory_postings p join public.memories m on m.id = p.memory_id
+   where m.title = 'Queue drain' and p.lexeme in ('zephyr', 'nimbus')),
+  array['nimbus'], 'an edited title withdraws the words it lost');
+select set_eq(
+  $$select title from public.recall_lexical('nimbus', project_id => '00000000-0000-0000-0000-0000000f0b01')$$,
+  array['Queue drain'], 'recall finds the memory by its new words');
+update public.memories set invalidated_at = now() where title = 'Queue drain';
+select is(
+  (select count(*)::integer from public.memory_postings p join public.memories m on m.id = p.memory_id
+   where m.title = 'Queue drain'),
+  0, 'an invalidated memory has no postings');
+update public.memories set invalidated_at = null where title = 'Queue drain';
+select ok(
+  (select count(*) from public.memory_postings p join public.memories m on m.id = p.memory_id
+   where m.title = 'Queue drain') > 0,
+  'a memory made live again is posted again');
+create temporary table gone on commit drop as select id from public.memories where title = 'Zephyr laptop';
+delete from public.memories where title = 'Zephyr laptop';
+select tests.clear_authentication();
+select is(
+  (select count(*)::integer from public.memory_postings where memory_id in (select id from gone)),
+  0, 'a deleted memory''s postings go with it');
+
+select * from finish();
+rollback;

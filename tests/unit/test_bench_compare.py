@@ -1,0 +1,96 @@
+"""`make bench BASE=…`'s pure logic: the verdict on each figure, the round order, one round's share of
+the calls, the pooling of rounds, and the verbs read from a checkout of either layout (the bench's
+queries in their own file, or prefixed `bench_` in queries.sql before issue 19)."""
+
+from __future__ import annotations
+
+from zm_roi.bench import compare
+from zm_roi.bench.measure import HYBRID_MODES, RECALL_MODES, Plan
+from zm_roi.bench.sql import Checkout
+
+
+def test_head_slower_by_more_than_five_percent_is_flagged_and_five_exactly_is_not():
+    assert compare.verdict(10.0, 10.5) == (1.05, "ok (+5.0%)")
+    ratio, said = compare.verdict(10.0, 10.6)
+    assert round(ratio, 3) == 1.06 and said == "**worse by more than 5%** (+6.0%)"
+    assert compare.verdict(10.0, 8.0) == (0.8, "ok (-20.0%)")
+
+
+def test_a_figure_missing_on_either_side_is_not_compared():
+    assert compare.verdict(None, 3.0) == (None, "not compared")
+    assert compare.verdict(3.0, None) == (None, "not compared")
+    assert compare.verdict(0.0, 3.0) == (None, "not compared")
+
+
+def test_each_side_goes_first_in_every_other_round():
+    orders = [compare.side_order(r) for r in range(4)]
+    assert orders == [("base", "head"), ("head", "base"), ("base", "head"), ("head", "base")]
+
+
+def test_a_round_queues_whole_runs_of_judgments_and_the_rounds_add_up():
+    one = compare.round_plan(Plan())
+    assert (one.recall_calls, one.rounds, one.queue_rows) == (20, 1, 100)
+    assert one.recall_calls * compare.ROUNDS == Plan().recall_calls
+    assert one.queue_rows * compare.ROUNDS == Plan().queue_rows
+    assert compare.round_plan(Plan(queue_rows=40)).queue_rows == 20  # never a partial run of 20
+    assert compare.round_plan(Plan(recall_calls=6)).recall_calls == 1  # a tiny plan still recalls
+
+
+def _round(recall_ms: float, rpc_ms: float, queue_ms: float) -> dict:
+    series = {"samples": [recall_ms]}
+    return {
+        "recall": {mode: series for mode in RECALL_MODES} | {"hybrid": {mode: series for mode in HYBRID_MODES}},
+        "benchmark": {"rpc": {"samples": [rpc_ms]}, "recalls_alone_sum": {"samples": [rpc_ms]}},
+        "queue_cost": {"samples": [queue_ms, queue_ms]},
+    }
+
+
+def test_the_rounds_are_pooled_sample_by_sample():
+    rounds = [_round(1.0, 50.0, 2.0), _round(3.0, 70.0, 4.0), _round(2.0, 60.0, 3.0)]
+    side = compare.pool_side(rounds, drains={})
+    assert side["recall"]["pinned_team"]["n"] == 3 and side["recall"]["pinned_team"]["p50"] == 2.0
+    assert side["benchmark"]["rpc"]["samples"] == [50.0, 70.0, 60.0]
+    assert side["queue_cost"]["n"] == 6 and side["queue_cost"]["p50"] == 3.0
+
+
+def test_every_figure_is_compared_and_only_the_slower_one_flagged():
+    drains = {str(n): {"ms": 1000.0} for n in (1, 2, 4)}
+    base = compare.pool_side([_round(2.0, 60.0, 1.0)], drains)
+    head = compare.pool_side([_round(2.0, 60.0, 1.2)], drains | {"4": {"ms": 900.0}})
+    rows = {row["what"]: row for row in compare.compare(base, head)}
+    assert list(rows) == [what for what, _ in compare.FIGURES]
+    flagged = [what for what, row in rows.items() if row["verdict"].startswith("**worse")]
+    assert flagged == ["worker queue cost per row, p50"]
+    assert rows["4 workers draining the judgments"]["ratio"] == 0.9
+    assert rows["worker queue cost per row, p50"]["n"] == 2
+
+
+def _checkout(tmp_path, product: str, bench: str | None) -> Checkout:
+    package = tmp_path / "python" / "zm_roi"
+    (package / "bench").mkdir(parents=True)
+    (package / "queries.sql").write_text(product)
+    if bench is not None:
+        (package / "bench" / "queries.sql").write_text(bench)
+    return Checkout(tmp_path)
+
+
+def test_a_checkout_before_issue_19_is_called_through_its_own_verbs(tmp_path):
+    old = _checkout(
+        tmp_path,
+        "-- name: claim_judgment\nselect * from roi.claim_judgment();\n"
+        "-- name: bench_seed_judgments\ninsert into roi.judgments default values;\n",
+        bench=None,
+    )
+    assert old.claim_judgment == "select * from roi.claim_judgment();"
+    assert old.bench_query("seed_judgments") == "insert into roi.judgments default values;"
+    assert old.python_path == str(tmp_path / "python")
+
+
+def test_a_checkout_with_one_work_queue_claims_work(tmp_path):
+    new = _checkout(
+        tmp_path,
+        "-- name: claim_work\nselect * from roi.claim_work();\n",
+        bench="-- name: seed_judgments\ninsert into roi.work default values;\n",
+    )
+    assert new.claim_judgment == "select * from roi.claim_work();"
+    assert new.bench_query("seed_judgments") == "insert into roi.work default values;"
