@@ -210,16 +210,20 @@ declare
   run_started timestamptz;
   probe_total integer;
   question_model text;
+  question_minilm_model text;
   judged integer;
 begin
-  select count(*), mode() within group (order by p.question_embedding_model)
-  into probe_total, question_model
+  select count(*), mode() within group (order by p.question_embedding_model),
+         mode() within group (order by p.question_embedding_minilm_model)
+  into probe_total, question_model, question_minilm_model
   from roi.probes p where p.owner_id = (select auth.uid()) and p.state = 'active';
   -- clock_timestamp(), not now(): runs started in one transaction still order by when they began.
-  insert into roi.runs (owner_id, mode, probe_count, started_at, recall_function, embedding_model)
+  insert into roi.runs (owner_id, mode, probe_count, started_at, recall_function, embedding_model,
+                        embedding_minilm_model)
   values ((select auth.uid()), mode, probe_total, clock_timestamp(),
           (select s.recall_function from roi.settings s),
-          case when (select s.recall_embeddings > 0 from roi.settings s) then question_model end)
+          case when (select s.recall_embeddings > 0 from roi.settings s) then question_model end,
+          case when (select s.recall_embeddings > 1 from roi.settings s) then question_minilm_model end)
   returning id, started_at into new_run, run_started;
   if mode <> 'deterministic' then
     insert into roi.pending_runs (run_id, owner_id, started_at) values (new_run, (select auth.uid()), run_started);
