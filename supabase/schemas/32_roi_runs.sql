@@ -51,10 +51,14 @@ end
 $$;
 
 -- Close a run whose every probe has a verdict (the worker, after each verdict; upkeep, as a backstop).
+-- PL/pgSQL, not SQL: a SQL function with its own search_path is never inlined, and its body is parsed
+-- and planned again in every transaction that calls it, once per verdict; PL/pgSQL keeps its plan.
 create function roi.close_run_if_done(target_run uuid) returns boolean
-  language sql volatile security invoker set search_path = ''
+  language plpgsql volatile security invoker set search_path = ''
 as $$
-  select roi.record_run_closure(target_run, 'complete', null, null);
+begin
+  return roi.record_run_closure(target_run, 'complete', null, null);
+end
 $$;
 
 -- Close a run past the timeout: the probes still unjudged are recorded as skipped, and the run
@@ -346,11 +350,14 @@ as $$
 $$;
 
 -- The advisory lock key that serialises closing one run (its last verdicts, its timeout, a switch of
--- mode), so that two closers cannot both miss the moment or both close it.
+-- mode), so that two closers cannot both miss the moment or both close it. PL/pgSQL for the reason
+-- given at roi.close_run_if_done: it is taken once per verdict.
 create function roi.run_lock_key(run uuid) returns bigint
-  language sql immutable security invoker set search_path = ''
+  language plpgsql immutable security invoker set search_path = ''
 as $$
-  select hashtextextended('roi.run:' || run::text, 0)
+begin
+  return hashtextextended('roi.run:' || run::text, 0);
+end
 $$;
 
 -- Record how many query embeddings the recall being configured takes (its vector arguments after the
