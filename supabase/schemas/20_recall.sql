@@ -47,7 +47,7 @@
 --      inverted index instead (public.memory_postings): per question lexeme and caller layer the
 --      2,000 postings of highest impact, by `=` (leakproof, so its b-tree serves a caller under RLS),
 --      then, where a list was cut, the 500 best candidates by summed impact ranked exactly by ts_rank
---      on the memory; where none was (every layer below ~2,000 rows), the summed impacts are already
+--      on the memory; where none was (always so below 2,000 rows a layer), the summed impacts are
 --      ts_rank's order and only the top few are read again (on the synthetic corpus's small layers
 --      the 500 re-reads cost a pinned recall ~0.45 ms, +20% against the covering index). ts_rank
 --      ranks the templated questions as well as ts_rank_cd or better at ~1/10 the CPU (public ADR
