@@ -6,8 +6,10 @@
 -- Recall: the one read path agents use, the query parser it shares with nothing else, and the
 -- inverted index and covering indexes it reads memories from (what keeps the inverted index current:
 -- 36_recall_postings_triggers.sql). public.recall is hybrid (lexical + semantic, fused by
--- reciprocal rank); public.recall_lexical is its lexical leg, and a recall a deployment can configure
--- to compare against (which recall the benchmark calls: roi.configured_recall, 32_roi_runs.sql).
+-- reciprocal rank); public.recall_lexical is its lexical leg alone, and a recall a deployment can
+-- configure to compare against (which recall the benchmark calls: roi.configured_recall,
+-- 32_roi_runs.sql). Both read the lexical leg and the caller's layers through the same two steps,
+-- roi.recall_lexical_leg and roi.recall_layers.
 --
 -- Why it reads the way it does (each choice measured by `make bench`, bench/README.md):
 --   1. Only the caller's layers. Left to drive the plan, the RLS policy costs a pinned recall at 1M
