@@ -136,7 +136,10 @@ def view_model(tile: dict | None, runs: list[dict], breakdown: list[dict] | None
                 # Which recall produced the run (the embedding model in the tooltip), in parts a narrow
                 # card may break after (dots, underscores).
                 "recall_parts": re.findall(r"[^._]+[._]?", (run.get("recall_function") or "").split("(")[0]),
-                "embedding_model": run.get("embedding_model") or "no embeddings: lexical only",
+                "embedding_model": " + ".join(
+                    model for model in (run.get("embedding_model"), run.get("embedding_minilm_model")) if model
+                )
+                or "no embeddings: lexical only",
             }
             for run in runs[:RECENT_RUNS]
         ],

@@ -207,6 +207,8 @@ def compare_recalls(cluster: localdb.Cluster, db_url: str, llm: bool) -> None:
             f"      {name:<22} {run['embedding_model'] or '(none: lexical only)':<35} "
             f"{run['with_memory_count']:>2} of {run['judged_count']:<11} {found[name]} of {total}"
         )
+        if run.get("embedding_minilm_model"):  # the third leg's model, under the first's
+            print(f"      {'':<22} + {run['embedding_minilm_model']}")
     print("      (templated questions quote the title, so both recalls find them; paraphrases, as an LLM writes")
     print("       them, are where the hybrid earns its place. Compare runs in the dashboard's trend.)")
 

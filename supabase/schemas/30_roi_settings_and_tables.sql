@@ -110,10 +110,12 @@ create table roi.runs (
   mode text not null check (mode in ('llm', 'deterministic')),
   probe_count integer not null check (probe_count > 0),
   started_at timestamptz not null default now(),
-  -- What produced the run: the recall function and the embedding model of its questions (null when
-  -- the questions carried no embedding, i.e. only the lexical leg could run).
+  -- What produced the run: the recall function and the embedding models of its questions, one per
+  -- semantic leg the recall took (null when the questions carried no such embedding, or the recall
+  -- takes none, i.e. only the lexical leg could run).
   recall_function text,
-  embedding_model text
+  embedding_model text,
+  embedding_minilm_model text
 );
 
 -- What surfaced for each probe of a run, and the text the judge will see.

@@ -51,10 +51,14 @@ end
 $$;
 
 -- Close a run whose every probe has a verdict (the worker, after each verdict; upkeep, as a backstop).
+-- PL/pgSQL, not SQL: a SQL function with its own search_path is never inlined, and its body is parsed
+-- and planned again in every transaction that calls it, once per verdict; PL/pgSQL keeps its plan.
 create function roi.close_run_if_done(target_run uuid) returns boolean
-  language sql volatile security invoker set search_path = ''
+  language plpgsql volatile security invoker set search_path = ''
 as $$
-  select roi.record_run_closure(target_run, 'complete', null, null);
+begin
+  return roi.record_run_closure(target_run, 'complete', null, null);
+end
 $$;
 
 -- Close a run past the timeout: the probes still unjudged are recorded as skipped, and the run
@@ -210,16 +214,20 @@ declare
   run_started timestamptz;
   probe_total integer;
   question_model text;
+  question_minilm_model text;
   judged integer;
 begin
-  select count(*), mode() within group (order by p.question_embedding_model)
-  into probe_total, question_model
+  select count(*), mode() within group (order by p.question_embedding_model),
+         mode() within group (order by p.question_embedding_minilm_model)
+  into probe_total, question_model, question_minilm_model
   from roi.probes p where p.owner_id = (select auth.uid()) and p.state = 'active';
   -- clock_timestamp(), not now(): runs started in one transaction still order by when they began.
-  insert into roi.runs (owner_id, mode, probe_count, started_at, recall_function, embedding_model)
+  insert into roi.runs (owner_id, mode, probe_count, started_at, recall_function, embedding_model,
+                        embedding_minilm_model)
   values ((select auth.uid()), mode, probe_total, clock_timestamp(),
           (select s.recall_function from roi.settings s),
-          case when (select s.recall_embeddings > 0 from roi.settings s) then question_model end)
+          case when (select s.recall_embeddings > 0 from roi.settings s) then question_model end,
+          case when (select s.recall_embeddings > 1 from roi.settings s) then question_minilm_model end)
   returning id, started_at into new_run, run_started;
   if mode <> 'deterministic' then
     insert into roi.pending_runs (run_id, owner_id, started_at) values (new_run, (select auth.uid()), run_started);
@@ -342,11 +350,14 @@ as $$
 $$;
 
 -- The advisory lock key that serialises closing one run (its last verdicts, its timeout, a switch of
--- mode), so that two closers cannot both miss the moment or both close it.
+-- mode), so that two closers cannot both miss the moment or both close it. PL/pgSQL for the reason
+-- given at roi.close_run_if_done: it is taken once per verdict.
 create function roi.run_lock_key(run uuid) returns bigint
-  language sql immutable security invoker set search_path = ''
+  language plpgsql immutable security invoker set search_path = ''
 as $$
-  select hashtextextended('roi.run:' || run::text, 0)
+begin
+  return hashtextextended('roi.run:' || run::text, 0);
+end
 $$;
 
 -- Record how many query embeddings the recall being configured takes (its vector arguments after the

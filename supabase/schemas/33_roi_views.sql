@@ -18,8 +18,8 @@
 -- owner's previous closed run (improved, regressed, exact sign test; no p-value when the judge
 -- changed, since the two runs' verdicts were not made the same way); what it cost (tokens, dollars
 -- by litellm's price map, calls on the owner's own key); the closed-book spot-check; what it
--- measured (recall function, embedding model of its questions); and the judge checks: questions
--- the gate sent back to the model or to their template, who judged (judge_fingerprint, and
+-- measured (recall function, embedding models of its questions: embedding_minilm_model, the last
+-- column, is the third leg's); and the judge checks: questions the gate sent back to the model or to their template, who judged (judge_fingerprint, and
 -- judge_changed against the previous run; null while either run has no judged verdict), how often the
 -- judge still said answerable with the source withheld, and how often reversing the results left a
 -- judged verdict unchanged.
@@ -64,7 +64,8 @@ select r.id as run_id,
        coalesce(jc.withheld, 0)::integer as withheld_checked,
        coalesce(jc.withheld_answered, 0)::integer as withheld_answered_count,
        coalesce(jc.reversed, 0)::integer as order_checked,
-       coalesce(jc.reversed_agreed, 0)::integer as order_agreement_count
+       coalesce(jc.reversed_agreed, 0)::integer as order_agreement_count,
+       r.embedding_minilm_model
 from roi.runs r
 left join roi.run_closures c on c.run_id = r.id
 left join lateral (

@@ -104,8 +104,8 @@ create table roi.provider_keys (
 -- ============================================================================================
 -- Indexes
 -- ============================================================================================
+-- None on attempts or lease_until: a claim's lease is then a HOT update, with no index entry to add.
 create index work_due_idx on roi.work (urgency, run_after, id);
-create index work_leased_idx on roi.work (lease_until) where lease_until is not null;
 create index work_probe_idx on roi.work (probe_id);
 create index work_run_idx on roi.work (run_id) where run_id is not null;
 create index work_owner_idx on roi.work (owner_id);
@@ -244,8 +244,10 @@ $$;
 -- the run's checks, questions to write, questions to embed; oldest first within a kind) under a fresh
 -- lease, with what its kind needs and nothing more (a check of the judge gets the recall snapshot as
 -- its check shows it, roi.judge_check_surfaced). A crashed worker's row comes back by itself once
--- the lease runs out; a row whose last allowed attempt died with its worker gives up first, as a
--- failing attempt would have. One round trip per poll, whatever the kind.
+-- the lease runs out; a row whose last allowed attempt died with its worker gives up when its turn
+-- comes, as a failing attempt would have, and the next row is handed out instead. The lease is
+-- written by a HOT update (no index covers attempts or lease_until), so a claim adds no index entries.
+-- One round trip per poll, whatever the kind.
 create function roi.claim_work()
   returns table (work_id bigint, kind text, attempt integer, owner_id uuid, run_id uuid, probe_id uuid,
                  question text, source_kind text, source_title text, source_body text, surfaced jsonb)
@@ -253,29 +255,28 @@ create function roi.claim_work()
 as $$
 declare
   config roi.settings;
-  abandoned record;
+  next_row record;
 begin
   select * into config from roi.settings;
-  for abandoned in
-    select w.id, w.attempts from roi.work w
-    where w.lease_until < now() and w.attempts >= config.max_attempts
-    for update skip locked
   loop
-    perform roi.release_work(abandoned.id, abandoned.attempts, 'the worker stopped during its last attempt');
-  end loop;
-
-  return query
-  with next as (
-    select w.id from roi.work w
+    select w.id, w.attempts, w.lease_until into next_row from roi.work w
     where w.run_after <= now() and (w.lease_until is null or w.lease_until < now())
     order by w.urgency, w.run_after, w.id
     limit 1
-    for update skip locked
-  ), claimed as (
+    for update skip locked;
+    exit when not found or next_row.lease_until is null or next_row.attempts < config.max_attempts;
+    -- Giving up removes the row (or, had max_attempts just been raised, puts it off): the loop ends.
+    perform roi.release_work(next_row.id, next_row.attempts, 'the worker stopped during its last attempt');
+  end loop;
+  if not found then
+    return;
+  end if;
+
+  return query
+  with claimed as (
     update roi.work w
     set attempts = w.attempts + 1, lease_until = now() + config.lease_duration
-    from next
-    where w.id = next.id
+    where w.id = next_row.id
     returning w.id, w.kind, w.attempts, w.owner_id, w.run_id, w.probe_id
   )
   select c.id, c.kind, c.attempts, c.owner_id, c.run_id, c.probe_id, p.question,

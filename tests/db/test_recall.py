@@ -146,7 +146,7 @@ def test_recall_json_prints_the_hits(db_url, project_user, monkeypatch, capsys):
     assert hits[0]["kind"] == "gotcha" and hits[0]["scope"] == "project"
 
 
-def test_runs_say_which_recall_and_embedding_model_produced_them(db_url, worker_url, project_user, recall_setting):
+def test_runs_say_which_recall_and_embedding_models_produced_them(db_url, worker_url, project_user, recall_setting):
     _, _, user_id = project_user
     with extractor(db_url, "deterministic"):
         assert benchmark(db_url, user_id)["status"] == "started"
@@ -176,18 +176,16 @@ def test_runs_say_which_recall_and_embedding_model_produced_them(db_url, worker_
     runs = as_user(
         db_url,
         user_id,
-        "select recall_function, embedding_model, with_memory_count from public.roi_benchmark_runs order by started_at",
+        """select recall_function, embedding_model, embedding_minilm_model, with_memory_count
+           from public.roi_benchmark_runs order by started_at""",
     )
     hybrid = "public.recall(text,uuid,uuid,integer,boolean,extensions.vector,extensions.vector)"
-    assert runs == [
-        {"recall_function": hybrid, "embedding_model": None, "with_memory_count": 8},
-        {"recall_function": hybrid, "embedding_model": embeddings.OFFLINE_MODEL, "with_memory_count": 8},
-        {
-            "recall_function": "public.recall_lexical(text,uuid,uuid,integer,boolean)",
-            "embedding_model": None,
-            "with_memory_count": 8,
-        },
-    ]
+    lexical = "public.recall_lexical(text,uuid,uuid,integer,boolean)"
+    assert [tuple(run.values()) for run in runs] == [
+        (hybrid, None, None, 8),
+        (hybrid, embeddings.OFFLINE_MODEL, embeddings.MINILM_MODEL, 8),
+        (lexical, None, None, 8),
+    ], "each run names the model of every semantic leg its recall took, and none for a recall that takes none"
 
 
 def test_every_embedding_call_is_metered(db_url, worker_url, project_user, email):
@@ -253,8 +251,8 @@ def test_the_worker_embeds_the_questions_it_writes(db_url, worker_url, llm_mode,
     assert len([e for e in events if e["probe_id"] is not None]) == 6, "each question embedded by both models"
     started = benchmark(db_url, owner)
     assert started["status"] == "started"
-    run = as_user(db_url, owner, "select embedding_model from public.roi_benchmark_runs")
-    assert run == [{"embedding_model": embeddings.OFFLINE_MODEL}]
+    run = as_user(db_url, owner, "select embedding_model, embedding_minilm_model from public.roi_benchmark_runs")
+    assert run == [{"embedding_model": embeddings.OFFLINE_MODEL, "embedding_minilm_model": embeddings.MINILM_MODEL}]
 
 
 def test_worker_lanes_embedding_at_once_share_one_offline_model():

@@ -67,3 +67,23 @@ def test_the_postings_of_a_copy_are_written_by_one_copy_statement(conn, email):
         (project_id,),
     ).fetchone()[0]
     assert posted == 50
+
+
+def _ranks_as_every_match(conn, email, project: str, lines: list[MemoryLine], question: str) -> None:
+    insert_memories(conn, lines, Target(email, project=project))
+    project_id, user_id = conn.execute(
+        "select p.id, u.id from public.projects p, auth.users u where p.name = %s and u.email = %s", (project, email)
+    ).fetchone()
+    act_as(conn, claims_for(user_id, email))
+    args = {"question": question, "project_id": project_id}
+    now = conn.execute("select memory_id, score from public.recall_lexical(%(question)s, %(project_id)s)", args)
+    before = conn.execute(EVERY_MATCH, args).fetchall()
+    assert before, "the question matches nothing: the test would prove nothing"
+    assert now.fetchall() == before
+
+
+def test_ties_beyond_the_last_kept_are_ranked_by_recency_as_every_match_is(conn, email):
+    """Fifteen memories score alike: which ten are kept is decided by ts_rank's tie-break (newest first),
+    not by the order their summed impacts came in. Fails if only the ten best sums are ranked again."""
+    lines = [MemoryLine(kind="gotcha", title=f"Tie {i}", body="The walrus cache expires nightly.") for i in range(15)]
+    _ranks_as_every_match(conn, email, "postings-ties", lines, "When does the walrus cache expire?")

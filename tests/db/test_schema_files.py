@@ -346,29 +346,6 @@ def _function_body(sql: str, name: str) -> str:
     return sql[start : sql.index("\n$$;\n", start)]
 
 
-def _lexical_arms_and_layers(body: str, name: str) -> tuple[str, str, str]:
-    """A recall function's layer resolution (caller's projects and teams), its lexical leg's candidates
-    (the postings it reads) and their exact ranking, whitespace-normalised, with the function's own
-    name (a qualifier of its arguments) taken out."""
-    layers = body[body.index("  if caller is null then") : body.index("  end if;\n  return query", 0) + 9]
-    candidates = body[body.index("with layers as (") : body.index("limit pool") + 10]
-    arms = body[body.index("select m.id, m.created_at, ts_rank(") : body.rindex("and m.search @@ tsq") + 19]
-    return tuple(" ".join(part.replace(f"{name}.", "").split()) for part in (layers, candidates, arms))
-
-
-def test_recall_and_recall_lexical_read_the_same_lexical_arms():
-    """Issue 19: the lexical arms and the layer resolution are written twice in 20_recall.sql (a helper
-    function would add a call to every recall; `make bench SIZE=1m` did not measure one side by side),
-    so this holds the copies equal: editing one without the other fails here."""
-    sql = (SCHEMAS / "20_recall.sql").read_text()
-    lexical = _lexical_arms_and_layers(_function_body(sql, "public.recall_lexical"), "recall_lexical")
-    hybrid = _lexical_arms_and_layers(_function_body(sql, "public.recall"), "recall")
-    assert lexical[0] == hybrid[0], "the layer resolution of recall and recall_lexical differ"
-    assert lexical[1] == hybrid[1], "the postings recall and recall_lexical read differ"
-    assert lexical[2] == hybrid[2], "the lexical ranking of recall and recall_lexical differ"
-    assert "public.memory_postings" in lexical[1] and "m.author_id = caller" in lexical[2]
-
-
 def _cte(body: str, name: str, following: str) -> str:
     """The text of CTE `name` in a recall body, up to the CTE that follows it, whitespace-normalised."""
     return " ".join(body[body.index(f"{name} as (") : body.index(f"), {following} as (")].split())

