@@ -87,3 +87,25 @@ def test_ties_beyond_the_last_kept_are_ranked_by_recency_as_every_match_is(conn,
     not by the order their summed impacts came in. Fails if only the ten best sums are ranked again."""
     lines = [MemoryLine(kind="gotcha", title=f"Tie {i}", body="The walrus cache expires nightly.") for i in range(15)]
     _ranks_as_every_match(conn, email, "postings-ties", lines, "When does the walrus cache expire?")
+
+
+def test_a_pin_on_someone_elses_project_resolves_to_no_layer(conn, email):
+    """Recall's layers are the caller's own memberships the pin names, so pinning another tenant's
+    project reads none of its postings (its size cannot be timed through the lexical leg). Fails if
+    roi.recall_layers takes the pin as given for a signed-in caller."""
+    other = f"other-{email}"
+    insert_memories(conn, [MemoryLine(kind="gotcha", title="mine", body="mine")], Target(email, project="layers-mine"))
+    theirs_line = MemoryLine(kind="gotcha", title="theirs", body="theirs")
+    insert_memories(conn, [theirs_line], Target(other, project="layers-theirs"))
+    mine, theirs, user_id = conn.execute(
+        """select (select id from public.projects where name = 'layers-mine'),
+                  (select id from public.projects where name = 'layers-theirs'),
+                  (select id from auth.users where email = %s)""",
+        (email,),
+    ).fetchone()
+    act_as(conn, claims_for(user_id, email))
+    layers = "select projects, teams from roi.recall_layers(%s, null, false)"
+    assert conn.execute(layers, (theirs,)).fetchone() == ([], [])
+    assert conn.execute(layers, (mine,)).fetchone() == ([mine], [])
+    leg = "select count(*) from roi.recall_lexical_leg('theirs', %s, null, false, 10)"
+    assert conn.execute(leg, (theirs,)).fetchone()[0] == 0
