@@ -71,9 +71,7 @@ def recall_as(conn: psycopg.Connection, user_id, project_id, vectors=None) -> tu
 
 
 def index_states(conn: psycopg.Connection) -> dict[str, str]:
-    return dict(
-        conn.execute("select index_name, state from roi.layer_vector_indexes(%s)", (THRESHOLD,)).fetchall()
-    )
+    return dict(conn.execute("select index_name, state from roi.layer_vector_indexes(%s)", (THRESHOLD,)).fetchall())
 
 
 def index_jobs(conn: psycopg.Connection) -> list[str]:
@@ -136,7 +134,8 @@ def test_a_failed_build_is_dropped_and_scheduled_again(layers):
     name = min(index_states(conn))
     statement = dict(conn.execute("select index_name, statement from roi.layer_vector_indexes(%s)", (THRESHOLD,)))
     conn.execute(statement[name])
-    conn.execute("update pg_catalog.pg_index set indisvalid = false where indexrelid = %s::regclass", (f"public.{name}",))
+    invalidate = "update pg_catalog.pg_index set indisvalid = false where indexrelid = %s::regclass"
+    conn.execute(invalidate, (f"public.{name}",))
     assert index_states(conn)[name] == "invalid"
     drop = dict(conn.execute("select index_name, statement from roi.layer_vector_indexes(%s)", (THRESHOLD,)))[name]
     assert drop == f"drop index concurrently if exists public.{name}"
