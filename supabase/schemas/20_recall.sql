@@ -204,7 +204,15 @@ begin
     ), summed as (
       select p.memory_id, sum(p.impact) as impact from postings p group by p.memory_id
     ), cut as (
-      select exists (select from postings p group by p.layer_id, p.lexeme having count(*) >= per_term) as list
+      -- A list was cut if it holds a per_term-th posting: probed on the index, so that the postings
+      -- feed one aggregate and are never materialised (grouping them by list cost ~3.5 of 13 ms at
+      -- 100,000 rows).
+      select exists (
+        select from layers l cross join unnest(terms) t
+        where exists (select from public.memory_postings p
+                      where p.layer_id = l.id and p.lexeme = t and p.scope = l.scope
+                      order by p.impact desc
+                      offset per_term - 1)) as list
     ), hits as (
       select s.memory_id from summed s
       where not (select c.list from cut c)
