@@ -1,8 +1,10 @@
 -- The lexical leg decided whether a posting list was cut by grouping every posting it read by list:
 -- at 100,000 real-text rows that aggregate, and the materialised postings it forced, cost ~3.5 ms of a
 -- 13 ms recall (issue 22: lexical p50 <= 10 ms at 100,000 rows). It now probes each list's
--- per_term-th posting on the index instead; the same results for all 81 bench questions at 1k, 10k
--- and 100k rows, 13.4 -> 9.8 ms at 100k.
+-- per_term-th posting on the index instead: the same results for all 81 bench questions at 1k, 10k
+-- and 100k rows, 13.4 -> 9.8 ms at 100k interleaved. And a list keeps 1,500 postings, not 2,000:
+-- 11.4 -> 8.9 ms at 100k, the source still in the top 10 for 68 of 81, 7.5 instead of 8.1 of the
+-- exact top 10 on average; 4.1 -> 4.8 ms at 10,000 rows (more lists cut, still exact there).
 
 -- The lexical leg of both recalls, written once: the `depth` best live memories for the question in
 -- the caller's layers under the pin (roi.recall_layers) and their personal layer, best first by
@@ -25,8 +27,9 @@ declare
   weights constant real[] := '{0.1, 0.2, 0.4, 0.4}';
   -- Candidates: the per_term postings of highest impact of each question lexeme in each layer read,
   -- and where a list was cut the `pool` memories of highest summed impact, re-ranked exactly by
-  -- ts_rank (bench/README.md, "Impact-ordered postings": the frontier of cost against the exact ranking).
-  per_term constant integer := 2000;
+  -- ts_rank (bench/README.md, "Impact-ordered postings": the frontier of cost against the exact ranking;
+  -- "Large layers": 1,500 rather than 2,000 reaches 10 ms at 100,000 rows for 0.7 of the exact top 10).
+  per_term constant integer := 1500;
   pool constant integer := 500;
   -- Summed impacts within this factor of the depth-th are ranked again: float rounding, and ties.
   within_rounding constant real := 0.9999;
