@@ -54,7 +54,7 @@
 --      the 500 re-reads cost a pinned recall ~0.45 ms, +20% against the covering index). ts_rank
 --      ranks the templated questions as well as ts_rank_cd or better at ~1/10 the CPU (public ADR
 --      set: hit@1 323 against 321 of 328). Exact below ~10,000 rows per layer; at 100,000 real-text
---      rows 8 of the exact top 10 on average (bench/README.md, "Impact-ordered postings").
+--      rows 7.5 of the exact top 10 on average (bench/README.md, "Large layers").
 
 -- Recall's two shared steps live in the roi schema, which the API does not expose (its grants:
 -- 30_roi_settings_and_tables.sql).
