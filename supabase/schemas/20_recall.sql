@@ -24,12 +24,12 @@
 --      every call JIT-compile at 1M (~90 ms a call).
 --   2. Hybrid. In LLM mode probe questions are paraphrases, and the lexical recall alone puts the
 --      source in its top 10 for about 3 questions in 4, so the exclusive rate would mostly measure
---      the lexical matcher. The semantic leg ranks by exact cosine distance. No HNSW or IVFFlat
---      index on purpose: under RLS an index-ordered approximate scan applies the policy after the
---      search, so it under-returns, and its row counts reveal how dense other tenants' data is.
---      Re-measured with pgvector 0.8's iterative scans (bench/README.md, "Impact-ordered postings"):
---      a 10,000-row layer beside a 100,000-row one still under-returned for 12 of 81 questions, and
---      the scan's work follows the other tenants' vectors, so its timing would reveal them.
+--      the lexical matcher. The semantic leg ranks by exact cosine distance, except in a layer large
+--      enough to have HNSW indexes of its own (42_recall_layer_indexes.sql). No HNSW index over the
+--      whole table: under RLS an index-ordered approximate scan applies the policy after the search,
+--      so it under-returns, and its work and row counts reveal how dense other tenants' data is
+--      (re-measured with pgvector 0.8's iterative scans: bench/README.md, "Impact-ordered
+--      postings"). A layer's own partial index holds only rows every reader of the layer may read.
 --   3. Index-only. Reading a heap page per row of the layer (a layer's memories arrive interleaved
 --      with everyone else's), for the hybrid a TOASTed 1.5 kB vector too, a pinned recall at 1M took
 --      14 ms (project) and 27 ms (team) against a target of 10. The semantic leg reads a b-tree
@@ -47,14 +47,14 @@
 --   6. Lexical cost bounded by the question, not the layer (issue 22): reading every covering-index
 --      entry of a 100,000-row real-text layer cost 33 ms, so the lexical leg reads an impact-ordered
 --      inverted index instead (public.memory_postings): per question lexeme and caller layer the
---      2,000 postings of highest impact, by `=` (leakproof, so its b-tree serves a caller under RLS),
+--      1,500 postings of highest impact, by `=` (leakproof, so its b-tree serves a caller under RLS),
 --      then, where a list was cut, the 500 best candidates by summed impact ranked exactly by ts_rank
---      on the memory; where none was (always so below 2,000 rows a layer), the summed impacts are
+--      on the memory; where none was (always so below 1,500 rows a layer), the summed impacts are
 --      ts_rank's order and only the top few are read again (on the synthetic corpus's small layers
 --      the 500 re-reads cost a pinned recall ~0.45 ms, +20% against the covering index). ts_rank
 --      ranks the templated questions as well as ts_rank_cd or better at ~1/10 the CPU (public ADR
 --      set: hit@1 323 against 321 of 328). Exact below ~10,000 rows per layer; at 100,000 real-text
---      rows 8 of the exact top 10 on average (bench/README.md, "Impact-ordered postings").
+--      rows 7.5 of the exact top 10 on average (bench/README.md, "Large layers").
 
 -- Recall's two shared steps live in the roi schema, which the API does not expose (its grants:
 -- 30_roi_settings_and_tables.sql).
@@ -172,8 +172,9 @@ declare
   weights constant real[] := '{0.1, 0.2, 0.4, 0.4}';
   -- Candidates: the per_term postings of highest impact of each question lexeme in each layer read,
   -- and where a list was cut the `pool` memories of highest summed impact, re-ranked exactly by
-  -- ts_rank (bench/README.md, "Impact-ordered postings": the frontier of cost against the exact ranking).
-  per_term constant integer := 2000;
+  -- ts_rank (bench/README.md, "Impact-ordered postings": the frontier of cost against the exact ranking;
+  -- "Large layers": 1,500 rather than 2,000 reaches 10 ms at 100,000 rows for 0.7 of the exact top 10).
+  per_term constant integer := 1500;
   pool constant integer := 500;
   -- Summed impacts within this factor of the depth-th are ranked again: float rounding, and ties.
   within_rounding constant real := 0.9999;
@@ -204,7 +205,15 @@ begin
     ), summed as (
       select p.memory_id, sum(p.impact) as impact from postings p group by p.memory_id
     ), cut as (
-      select exists (select from postings p group by p.layer_id, p.lexeme having count(*) >= per_term) as list
+      -- A list was cut if it holds a per_term-th posting: probed on the index, so that the postings
+      -- feed one aggregate and are never materialised (grouping them by list cost ~3.5 of 13 ms at
+      -- 100,000 rows).
+      select exists (
+        select from layers l cross join unnest(terms) t
+        where exists (select from public.memory_postings p
+                      where p.layer_id = l.id and p.lexeme = t and p.scope = l.scope
+                      order by p.impact desc
+                      offset per_term - 1)) as list
     ), hits as (
       select s.memory_id from summed s
       where not (select c.list from cut c)
@@ -287,7 +296,9 @@ $$;
 -- whose embedding is null is left out, so a deployment with one hosted model fuses two legs), over
 -- the layers the lexical leg reads (roi.recall_layers): the semantic legs rank the embedded memories
 -- by exact cosine distance from their covering indexes alone (index-only scans: id, created_at and the
--- distance; `minilm` on the second column), each keeping its best 2 × match_count. Reciprocal rank
+-- distance; `minilm` on the second column), or, in a layer with HNSW indexes of its own
+-- (42_recall_layer_indexes.sql), by those (ef_search 200: at 100,000 rows the source in the top 10
+-- for 70 of 81 questions against 73 exact, at 2.7 against 275 ms), each keeping its best 2 × match_count. Reciprocal rank
 -- fusion adds weight / (k + rank) per leg (k and the three weights chosen on paraphrased questions:
 -- bench/README.md, "Three legs"), and only the best match_count rows are read from the table for their
 -- text. Planned per call, unlike recall_lexical: a generic plan estimates the pinned layers at a share
@@ -303,7 +314,7 @@ create function public.recall(
   query_embedding_minilm extensions.vector default null
 ) returns table (memory_id uuid, kind text, scope text, title text, body text, score real)
   language plpgsql stable security invoker set search_path = '' set plan_cache_mode = force_custom_plan
-  set jit = off
+  set jit = off set hnsw.ef_search = 200
 as $$
 declare
   -- Chosen on the paraphrased questions with all three legs (bench/README.md, "Three legs"): a small k
@@ -316,6 +327,9 @@ declare
   projects uuid[];
   teams uuid[];
   wanted integer := greatest(least(coalesce(match_count, 10), 100), 0);
+  -- Each layer's nearest by distance alone, so a layer's own HNSW index can serve it (its order has
+  -- no tie-breaks); twice what the leg keeps, so ties at the cut are still ranked by age.
+  nearest integer := wanted * 4;
 begin
   if (query_embedding is null and query_embedding_minilm is null)
      or (recall.project_id is null and recall.team_id is null and not coalesce(personal_only, false) and caller is null) then
@@ -332,40 +346,46 @@ begin
     ), semantic as (
       select c.id, c.created_at, row_number() over (order by c.distance, c.created_at desc, c.id) as rank
       from (
-        select m.id, m.created_at, m.embedding operator(extensions.<=>) query_embedding as distance
-        from public.memories m
-        where m.scope = 'personal' and m.invalidated_at is null and m.author_id = caller
-          and m.embedding is not null
+        (select m.id, m.created_at, m.embedding operator(extensions.<=>) query_embedding as distance
+         from public.memories m
+         where m.scope = 'personal' and m.invalidated_at is null and m.author_id = caller
+           and m.embedding is not null
+         order by 3 limit nearest)
         union all
-        select m.id, m.created_at, m.embedding operator(extensions.<=>) query_embedding
-        from public.memories m
-        where m.scope = 'project' and m.invalidated_at is null and m.project_id = any (projects)
-          and m.embedding is not null
+        (select m.id, m.created_at, m.embedding operator(extensions.<=>) query_embedding
+         from public.memories m
+         where m.scope = 'project' and m.invalidated_at is null and m.project_id = any (projects)
+           and m.embedding is not null
+         order by 3 limit nearest)
         union all
-        select m.id, m.created_at, m.embedding operator(extensions.<=>) query_embedding
-        from public.memories m
-        where m.scope = 'team' and m.invalidated_at is null and m.team_id = any (teams)
-          and m.embedding is not null
+        (select m.id, m.created_at, m.embedding operator(extensions.<=>) query_embedding
+         from public.memories m
+         where m.scope = 'team' and m.invalidated_at is null and m.team_id = any (teams)
+           and m.embedding is not null
+         order by 3 limit nearest)
         order by 3, 2 desc, 1
         limit wanted * 2
       ) c
     ), minilm as (
       select c.id, c.created_at, row_number() over (order by c.distance, c.created_at desc, c.id) as rank
       from (
-        select m.id, m.created_at, m.embedding_minilm operator(extensions.<=>) query_embedding_minilm as distance
-        from public.memories m
-        where m.scope = 'personal' and m.invalidated_at is null and m.author_id = caller
-          and m.embedding_minilm is not null
+        (select m.id, m.created_at, m.embedding_minilm operator(extensions.<=>) query_embedding_minilm as distance
+         from public.memories m
+         where m.scope = 'personal' and m.invalidated_at is null and m.author_id = caller
+           and m.embedding_minilm is not null
+         order by 3 limit nearest)
         union all
-        select m.id, m.created_at, m.embedding_minilm operator(extensions.<=>) query_embedding_minilm
-        from public.memories m
-        where m.scope = 'project' and m.invalidated_at is null and m.project_id = any (projects)
-          and m.embedding_minilm is not null
+        (select m.id, m.created_at, m.embedding_minilm operator(extensions.<=>) query_embedding_minilm
+         from public.memories m
+         where m.scope = 'project' and m.invalidated_at is null and m.project_id = any (projects)
+           and m.embedding_minilm is not null
+         order by 3 limit nearest)
         union all
-        select m.id, m.created_at, m.embedding_minilm operator(extensions.<=>) query_embedding_minilm
-        from public.memories m
-        where m.scope = 'team' and m.invalidated_at is null and m.team_id = any (teams)
-          and m.embedding_minilm is not null
+        (select m.id, m.created_at, m.embedding_minilm operator(extensions.<=>) query_embedding_minilm
+         from public.memories m
+         where m.scope = 'team' and m.invalidated_at is null and m.team_id = any (teams)
+           and m.embedding_minilm is not null
+         order by 3 limit nearest)
         order by 3, 2 desc, 1
         limit wanted * 2
       ) c

@@ -89,6 +89,31 @@ def test_ties_beyond_the_last_kept_are_ranked_by_recency_as_every_match_is(conn,
     _ranks_as_every_match(conn, email, "postings-ties", lines, "When does the walrus cache expire?")
 
 
+def test_a_cut_list_sends_the_question_to_the_pool_of_candidates(conn, email):
+    """2,101 memories hold "walrus": its list is cut at 1,500 postings, and the one memory that also holds
+    "quokka" is the longest, so its walrus posting is the one left out. Its quokka impact alone is below
+    the tenth-best walrus sum but within the best 500, and ts_rank ranks it first: found only where the
+    leg sees that a list was cut and re-ranks the pool. Fails if the cut goes unnoticed."""
+    lines = [
+        MemoryLine(
+            kind="gotcha", title=f"Cache note {i}", body="The walrus cache expires nightly." + " filler" * (i % 50)
+        )
+        for i in range(1, 2101)
+    ]
+    odd = MemoryLine(
+        kind="gotcha", title="Odd one", body="The walrus cache expires nightly." + " quokka" * 8 + " filler" * 60
+    )
+    _ranks_as_every_match(conn, email, "postings-cut", [*lines, odd], "walrus quokka")
+    posted = conn.execute(
+        """select count(*) from public.memory_postings p join public.projects j on j.id = p.layer_id
+           where j.name = 'postings-cut' and p.lexeme = 'walrus'"""
+    ).fetchone()[0]
+    assert posted > 1500, "the walrus list is not cut: the test would not reach the pool"
+    pinned = "(select id from public.projects where name = 'postings-cut')"
+    first = conn.execute(f"select title from public.recall_lexical('walrus quokka', {pinned})").fetchone()[0]
+    assert first == "Odd one"
+
+
 def test_a_pin_on_someone_elses_project_resolves_to_no_layer(conn, email):
     """Recall's layers are the caller's own memberships the pin names, so pinning another tenant's
     project reads none of its postings (its size cannot be timed through the lexical leg). Fails if

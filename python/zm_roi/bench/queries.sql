@@ -381,6 +381,10 @@ select roi.template_question(%(kind)s, %(title)s, %(body)s);
 -- name: layers_caller
 select current_user || ' ' || coalesce(auth.uid()::text, 'no identity');
 
+-- The large layers' HNSW indexes still to build, as the ten-minute decision finds them.
+-- name: layers_index_statements
+select index_name, statement from roi.layer_vector_indexes() where statement is not null order by index_name;
+
 -- name: layers_titles
 select id, title from public.memories where project_id = %(project_id)s;
 

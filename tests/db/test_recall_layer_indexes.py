@@ -1,0 +1,143 @@
+"""Issue 22, item 5: a large layer gets HNSW indexes of its own, built concurrently by pg_cron jobs the
+ten-minute decision schedules, and the hybrid recall pinned to that layer reads them, under RLS, with
+the results the exact distances give. Other layers keep their covering indexes. On a cluster of its own:
+it creates indexes and lets pg_cron run them."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from tests.conftest import throwaway_cluster
+from tests.db.test_recall import NESTED_PLANS
+from tests.support import wait_for
+from zm_roi import embeddings
+from zm_roi.identity import act_as, claims_for
+
+LARGE = 15000  # rows of the large layer; the test's threshold is below it, the small layer's far below
+THRESHOLD = 10000
+# pg_cron fires at the start of each minute: one full minute, plus the build of a small index.
+WAIT_SECONDS = 100
+
+RECALL = """select memory_id from public.recall('deploy checks', %s, null, 10, false,
+                                               %s::extensions.vector, %s::extensions.vector)"""
+
+
+@pytest.fixture
+def layers():
+    """A member of a large and a small project, and a user of neither; every row has both embeddings."""
+    with throwaway_cluster() as own, psycopg.connect(own.url(), autocommit=True) as conn:
+        member, stranger = (
+            conn.execute("insert into auth.users (email) values (%s) returning id", (email,)).fetchone()[0]
+            for email in ("member@layers.test", "stranger@layers.test")
+        )
+        large, small = (
+            conn.execute("insert into public.projects (name) values (%s) returning id", (name,)).fetchone()[0]
+            for name in ("large-layer", "small-layer")
+        )
+        for project_id, rows in ((large, LARGE), (small, 20)):
+            conn.execute("insert into public.project_members values (%s, %s)", (project_id, member))
+            conn.execute(
+                """insert into public.memories (author_id, scope, project_id, kind, title, body,
+                                                embedding, embedding_model, embedding_minilm, embedding_minilm_model)
+                   select %(member)s, 'project', %(project_id)s, 'decision', 'Deploy note ' || i,
+                          'We deploy the service ' || i || ' after the checks pass.',
+                          array(select random()::real from generate_series(1, 384) where i > 0)::extensions.vector,
+                          'test',
+                          array(select random()::real from generate_series(1, 384) where i > 0)::extensions.vector,
+                          'test'
+                   from generate_series(1, %(rows)s) i""",
+                {"member": member, "project_id": project_id, "rows": rows},
+            )
+        conn.execute("analyze public.memories")
+        yield conn, {"member": member, "stranger": stranger, "large": large, "small": small}
+
+
+def recall_as(conn: psycopg.Connection, user_id, project_id, vectors=None) -> tuple[list, list[str]]:
+    """The hybrid recall's hits as `user_id` pinned to `project_id` (query embeddings `vectors`), and the
+    plans of its statements."""
+    plans: list[str] = []
+    handler = lambda diagnostic: plans.append(diagnostic.message_primary or "")  # noqa: E731
+    vectors = vectors or [embeddings.literal([1.0] + [0.0] * 383), embeddings.literal([0.0, 1.0] + [0.0] * 382)]
+    with conn.transaction():
+        conn.execute(NESTED_PLANS)
+        conn.add_notice_handler(handler)
+        act_as(conn, claims_for(user_id))
+        hits = [row[0] for row in conn.execute(RECALL, (project_id, *vectors)).fetchall()]
+        conn.execute("select 'flush'")
+        conn.remove_notice_handler(handler)
+        conn.execute("reset role")
+    return hits, plans
+
+
+def index_states(conn: psycopg.Connection) -> dict[str, str]:
+    return dict(conn.execute("select index_name, state from roi.layer_vector_indexes(%s)", (THRESHOLD,)).fetchall())
+
+
+def index_jobs(conn: psycopg.Connection) -> list[str]:
+    return [row[0] for row in conn.execute("select jobname from cron.job where jobname like 'zm-roi-hnsw_%'")]
+
+
+def test_a_large_layer_is_read_from_hnsw_indexes_pg_cron_built_for_it(layers):
+    conn, ids = layers
+    # Questions whose embeddings are a stored memory's own: that memory is nearest in both legs.
+    target, *vectors = conn.execute(
+        "select id, embedding::text, embedding_minilm::text from public.memories where project_id = %s limit 1",
+        (ids["large"],),
+    ).fetchone()
+    exact, _ = recall_as(conn, ids["member"], ids["large"], vectors)
+    assert len(exact) == 10 and exact[0] == target
+
+    wanted = index_states(conn)
+    assert sorted(wanted.values()) == ["missing", "missing"], "one index per embedding column of the large layer"
+    assert all(ids["large"].hex in name for name in wanted), f"an index for a layer under the threshold: {wanted}"
+    # One build at a time (two concurrent builds on one table deadlock): the first by pg_cron.
+    assert conn.execute("select roi.schedule_layer_indexes(%s)", (THRESHOLD,)).fetchone()[0] == 1
+    first = min(wanted)
+    assert index_jobs(conn) == [f"zm-roi-{first}"]
+
+    def first_valid() -> bool:
+        return index_states(conn)[first] == "valid"
+
+    wait_for(first_valid, timeout=WAIT_SECONDS)
+    failed = conn.execute(
+        """select d.return_message from cron.job_run_details d join cron.job j using (jobid)
+           where j.jobname like 'zm-roi-hnsw_%' and d.status = 'failed'"""
+    ).fetchall()
+    assert not failed, f"an index build failed: {failed}"
+    # The next decision moves on to the second; its statement is the same kind, run here directly.
+    assert conn.execute("select roi.schedule_layer_indexes(%s)", (THRESHOLD,)).fetchone()[0] == 1
+    (second,) = set(wanted) - {first}
+    assert index_jobs(conn) == [f"zm-roi-{second}"], "the built index's job is unscheduled"
+    conn.execute(conn.execute("select command from cron.job where jobname = %s", (f"zm-roi-{second}",)).fetchone()[0])
+    assert conn.execute("select roi.schedule_layer_indexes(%s)", (THRESHOLD,)).fetchone()[0] == 0
+    assert index_jobs(conn) == []
+
+    indexed, plans = recall_as(conn, ids["member"], ids["large"], vectors)
+    for name in wanted:
+        assert any(name in plan for plan in plans), f"the large layer's recall left {name}: {plans}"
+    # Approximate beyond the first: uniformly random vectors are nearly equidistant (HNSW's hardest case).
+    assert len(indexed) == 10 and indexed[0] == target, (indexed, exact)
+
+    _, small_plans = recall_as(conn, ids["member"], ids["small"])
+    assert any("memories_project_embedding_idx" in plan for plan in small_plans)
+    assert not [plan for plan in small_plans if "hnsw_" in plan], "a small layer read another layer's index"
+
+    stranger_hits, _ = recall_as(conn, ids["stranger"], ids["large"])
+    assert stranger_hits == [], "the large layer's index served someone who is not its member"
+
+
+def test_a_failed_build_is_dropped_and_scheduled_again(layers):
+    """CREATE INDEX CONCURRENTLY that fails leaves an invalid index behind, which `if not exists` would
+    keep forever: the decision drops it first."""
+    conn, ids = layers
+    name = min(index_states(conn))
+    statement = dict(conn.execute("select index_name, statement from roi.layer_vector_indexes(%s)", (THRESHOLD,)))
+    conn.execute(statement[name])
+    invalidate = "update pg_catalog.pg_index set indisvalid = false where indexrelid = %s::regclass"
+    conn.execute(invalidate, (f"public.{name}",))
+    assert index_states(conn)[name] == "invalid"
+    drop = dict(conn.execute("select index_name, statement from roi.layer_vector_indexes(%s)", (THRESHOLD,)))[name]
+    assert drop == f"drop index concurrently if exists public.{name}"
+    conn.execute(drop)
+    assert index_states(conn)[name] == "missing"
