@@ -141,3 +141,37 @@ def test_a_failed_build_is_dropped_and_scheduled_again(layers):
     assert drop == f"drop index concurrently if exists public.{name}"
     conn.execute(drop)
     assert index_states(conn)[name] == "missing"
+
+
+def test_a_large_team_layer_is_read_from_its_own_index(layers):
+    """The team arm is written like the project arm; its index's predicate names `team_id`."""
+    conn, ids = layers
+    team = conn.execute("insert into public.teams (name) values ('large-team') returning id").fetchone()[0]
+    conn.execute("insert into public.team_members values (%s, %s)", (team, ids["member"]))
+    conn.execute(
+        """insert into public.memories (author_id, scope, team_id, kind, title, body, embedding, embedding_model)
+           select %(member)s, 'team', %(team)s, 'decision', 'Team note ' || i, 'The team deploys ' || i || ' checks.',
+                  array(select random()::real from generate_series(1, 384) where i > 0)::extensions.vector, 'test'
+           from generate_series(1, %(rows)s) i""",
+        {"member": ids["member"], "team": team, "rows": LARGE},
+    )
+    conn.execute("analyze public.memories")
+    name = f"hnsw_{team.hex}_embedding"
+    statement = dict(conn.execute("select index_name, statement from roi.layer_vector_indexes(%s)", (THRESHOLD,)))
+    assert "team_id = " in statement[name]
+    conn.execute(statement[name])
+    plans: list[str] = []
+    handler = lambda diagnostic: plans.append(diagnostic.message_primary or "")  # noqa: E731
+    with conn.transaction():
+        conn.execute(NESTED_PLANS)
+        conn.add_notice_handler(handler)
+        act_as(conn, claims_for(ids["member"]))
+        hits = conn.execute(
+            "select memory_id from public.recall('deploy checks', null, %s, 10, false, %s::extensions.vector)",
+            (team, embeddings.literal([1.0] + [0.0] * 383)),
+        ).fetchall()
+        conn.execute("select 'flush'")
+        conn.remove_notice_handler(handler)
+        conn.execute("reset role")
+    assert len(hits) == 10
+    assert any(name in plan for plan in plans), "the team pin's recall left its layer's index"
