@@ -144,6 +144,16 @@ def benchmark(db_url: str, user_id: uuid.UUID) -> dict:
     return as_user(db_url, user_id, "select public.benchmark_memory() as r")[0]["r"]
 
 
+# auto_explain's plans of every statement a call runs, nested ones included, as notices.
+NESTED_PLANS = """
+load 'auto_explain';
+set auto_explain.log_min_duration = 0;
+set auto_explain.log_nested_statements = on;
+set auto_explain.log_level = notice;
+set client_min_messages = notice;
+"""
+
+
 def wait_for(predicate: Callable[[], object], timeout: float = 60.0, fail: bool = True) -> bool:
     """Poll observable state until `predicate()` holds (never a fixed sleep standing in for it). At the
     timeout: an assertion error, or False with `fail=False` so a test can record what it measured first."""

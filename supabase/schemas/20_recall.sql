@@ -297,13 +297,13 @@ $$;
 -- the layers the lexical leg reads (roi.recall_layers): the semantic legs rank the embedded memories
 -- by exact cosine distance from their covering indexes alone (index-only scans: id, created_at and the
 -- distance; `minilm` on the second column), or, in a layer with HNSW indexes of its own
--- (42_recall_layer_indexes.sql), by those (ef_search 200: at 100,000 rows the source in the top 10
--- for 70 of 81 questions against 73 exact, at 2.7 against 275 ms), each keeping its best 2 × match_count. Reciprocal rank
--- fusion adds weight / (k + rank) per leg (k and the three weights chosen on paraphrased questions:
--- bench/README.md, "Three legs"), and only the best match_count rows are read from the table for their
--- text. Planned per call, unlike recall_lexical: a generic plan estimates the pinned layers at a share
--- of the table, and where one project holds most of the memories that share made the semantic leg
--- scan the whole table for every pin (bench/README.md, "Pinned recall against the layer's size").
+-- (42_recall_layer_indexes.sql), by those (ef_search 200; the e5 leg alone at 100,000 real-text
+-- rows: the source in the top 10 for 70 of 81 questions against 73 exact, 2.3 against 275 ms), each
+-- keeping its best 2 × match_count. Reciprocal rank fusion adds weight / (k + rank) per leg (k and
+-- the three weights chosen on paraphrased questions: bench/README.md, "Three legs"), and only the best
+-- match_count rows are read from the table for their text. Planned per call, unlike recall_lexical:
+-- a generic plan estimates the pinned layers at a share of the table, and where one project holds
+-- most of the memories that share made the semantic leg scan the whole table for every pin (bench/README.md, "Pinned recall against the layer's size").
 create function public.recall(
   query text,
   project_id uuid default null,

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from tests.conftest import throwaway_cluster
-from tests.support import as_user, benchmark, extractor, remove_users
+from tests.support import NESTED_PLANS, as_user, benchmark, extractor, remove_users
 from tests.worker_support import GENERATION_MODEL, JUDGE_MODEL, ScriptedModel, default_answer, fetch
 from zm_roi import cli, embeddings, localdb
 from zm_roi.backfill import backfill
@@ -278,15 +278,6 @@ print(len(created))
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == ["1"]
-
-
-NESTED_PLANS = """
-load 'auto_explain';
-set auto_explain.log_min_duration = 0;
-set auto_explain.log_nested_statements = on;
-set auto_explain.log_level = notice;
-set client_min_messages = notice;
-"""
 
 
 @pytest.fixture

@@ -9,8 +9,7 @@ import psycopg
 import pytest
 
 from tests.conftest import throwaway_cluster
-from tests.db.test_recall import NESTED_PLANS
-from tests.support import wait_for
+from tests.support import NESTED_PLANS, wait_for
 from zm_roi import embeddings
 from zm_roi.identity import act_as, claims_for
 
@@ -53,21 +52,26 @@ def layers():
         yield conn, {"member": member, "stranger": stranger, "large": large, "small": small}
 
 
-def recall_as(conn: psycopg.Connection, user_id, project_id, vectors=None) -> tuple[list, list[str]]:
-    """The hybrid recall's hits as `user_id` pinned to `project_id` (query embeddings `vectors`), and the
-    plans of its statements."""
+def planned(conn: psycopg.Connection, user_id, sql: str, args) -> tuple[list, list[str]]:
+    """What `sql` returns as `user_id` (the first column), and the plans of every statement it ran."""
     plans: list[str] = []
     handler = lambda diagnostic: plans.append(diagnostic.message_primary or "")  # noqa: E731
-    vectors = vectors or [embeddings.literal([1.0] + [0.0] * 383), embeddings.literal([0.0, 1.0] + [0.0] * 382)]
     with conn.transaction():
         conn.execute(NESTED_PLANS)
         conn.add_notice_handler(handler)
         act_as(conn, claims_for(user_id))
-        hits = [row[0] for row in conn.execute(RECALL, (project_id, *vectors)).fetchall()]
+        rows = [row[0] for row in conn.execute(sql, args).fetchall()]
         conn.execute("select 'flush'")
         conn.remove_notice_handler(handler)
         conn.execute("reset role")
-    return hits, plans
+    return rows, plans
+
+
+def recall_as(conn: psycopg.Connection, user_id, project_id, vectors=None) -> tuple[list, list[str]]:
+    """The hybrid recall's hits as `user_id` pinned to `project_id` (query embeddings `vectors`), and the
+    plans of its statements."""
+    vectors = vectors or [embeddings.literal([1.0] + [0.0] * 383), embeddings.literal([0.0, 1.0] + [0.0] * 382)]
+    return planned(conn, user_id, RECALL, (project_id, *vectors))
 
 
 def index_states(conn: psycopg.Connection) -> dict[str, str]:
@@ -160,18 +164,11 @@ def test_a_large_team_layer_is_read_from_its_own_index(layers):
     statement = dict(conn.execute("select index_name, statement from roi.layer_vector_indexes(%s)", (THRESHOLD,)))
     assert "team_id = " in statement[name]
     conn.execute(statement[name])
-    plans: list[str] = []
-    handler = lambda diagnostic: plans.append(diagnostic.message_primary or "")  # noqa: E731
-    with conn.transaction():
-        conn.execute(NESTED_PLANS)
-        conn.add_notice_handler(handler)
-        act_as(conn, claims_for(ids["member"]))
-        hits = conn.execute(
-            "select memory_id from public.recall('deploy checks', null, %s, 10, false, %s::extensions.vector)",
-            (team, embeddings.literal([1.0] + [0.0] * 383)),
-        ).fetchall()
-        conn.execute("select 'flush'")
-        conn.remove_notice_handler(handler)
-        conn.execute("reset role")
+    hits, plans = planned(
+        conn,
+        ids["member"],
+        "select memory_id from public.recall('deploy checks', null, %s, 10, false, %s::extensions.vector)",
+        (team, embeddings.literal([1.0] + [0.0] * 383)),
+    )
     assert len(hits) == 10
     assert any(name in plan for plan in plans), "the team pin's recall left its layer's index"
