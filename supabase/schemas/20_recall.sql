@@ -303,7 +303,8 @@ $$;
 -- the three weights chosen on paraphrased questions: bench/README.md, "Three legs"), and only the best
 -- match_count rows are read from the table for their text. Planned per call, unlike recall_lexical:
 -- a generic plan estimates the pinned layers at a share of the table, and where one project holds
--- most of the memories that share made the semantic leg scan the whole table for every pin (bench/README.md, "Pinned recall against the layer's size").
+-- most of the memories that share made the semantic leg scan the whole table for every pin
+-- (bench/README.md, "Pinned recall against the layer's size").
 create function public.recall(
   query text,
   project_id uuid default null,
