@@ -18,7 +18,9 @@ question by question:
   indexes the postings replaced, recreated on the bench cluster) and `public.recall_lexical`;
 - `hybrid_before`: today's two-leg hybrid (that lexical leg fused with the e5 leg, one query embedding),
   as a plain statement;
-- `hybrid`: the shipped three-leg `public.recall` (postings, e5 and MiniLM), with both query embeddings.
+- `hybrid`: the shipped three-leg `public.recall` (postings, e5 and MiniLM), with both query embeddings;
+  in a layer of 20,000 rows or more it reads that layer's own HNSW indexes, built first with the
+  statements pg_cron would run (`roi.layer_vector_indexes`).
 p50 / p95 per layer, and how often the source memory or one of its copies is in the top 10 (ranking
 quality itself: `make bench-recall`). The report's json records each arm's legs (`arms`: the query
 embeddings the timed statement binds and every question carries) and the models of the stored vectors
