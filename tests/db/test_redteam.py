@@ -135,7 +135,10 @@ def llm_owner(db_url: str, worker_url: str, sentinel: str) -> uuid.UUID:
         ScriptedModel(bare_or_grading),
     )
     with extractor(db_url, "llm"):
-        set_settings(db_url, pool_target=4, rotation_per_run=1, closed_book_checks=2)
+        # Every probe that qualifies gets both judge checks: sampled, the checks once fell on none.
+        set_settings(
+            db_url, pool_target=4, rotation_per_run=1, closed_book_checks=2, withheld_source_checks=4, order_checks=4
+        )
         assert benchmark(db_url, owner)["status"] == "generating"
         worker.run(once=True)
         assert benchmark(db_url, owner)["status"] == "started"
