@@ -419,11 +419,12 @@ $$;
 -- ============================================================================================
 alter table public.memory_postings enable row level security;
 
+-- Matched against arrays gathered once per statement, like the memories' policy (10_memory_core.sql).
 create policy "Postings are visible to their memory's audience" on public.memory_postings
   for select to authenticated using (
     (scope = 'personal' and layer_id = (select auth.uid()))
-    or (scope = 'project' and layer_id in (select public.caller_project_ids()))
-    or (scope = 'team' and layer_id in (select public.caller_team_ids()))
+    or (scope = 'project' and layer_id = any (array(select public.caller_project_ids())))
+    or (scope = 'team' and layer_id = any (array(select public.caller_team_ids())))
   );
 
 create policy "Authors post their memories where they belong" on public.memory_postings

@@ -175,10 +175,19 @@ def scene(request, cluster):
             ).fetchall()
         ]
         counts = owner_row_counts(conn, owner)
+        # Said when the LLM scene comes up short: what is still queued, and what each recall surfaced
+        # (how many, and whether the source) decides which probes qualified for a judge check.
+        left_queued = conn.execute("select kind, count(*) from roi.work group by kind").fetchall()
+        surfaced = conn.execute(
+            "select cardinality(r.surfaced_ids), p.memory_id = any (r.surfaced_ids)"
+            " from roi.recalls r join roi.probes p on p.id = r.probe_id where r.owner_id = %s",
+            (owner,),
+        ).fetchall()
     assert questions, "the owner has probe questions to hide"
     if request.param == "llm":
         assert [relation for relation, rows in counts.items() if rows == 0] == [], (
             "the LLM scene fills every table that can hold an owner's rows"
+            f" (still queued: {left_queued}; surfaced, source among them: {surfaced})"
         )
     try:
         yield {
