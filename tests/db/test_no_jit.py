@@ -13,18 +13,16 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from tests.support import user_with_knowledge
+from tests.support import NESTED_PLANS, user_with_knowledge
 from zm_roi.identity import act_as, claims_for
 
-EVERY_PLAN_JIT = """
-load 'auto_explain';
-set auto_explain.log_min_duration = 0;
-set auto_explain.log_nested_statements = on;
-set auto_explain.log_level = notice;
-set client_min_messages = notice;
+EVERY_PLAN_JIT = (
+    NESTED_PLANS
+    + """
 set jit = on;
 set jit_above_cost = 0;
 """
+)
 
 
 def compiled_statements(conn: psycopg.Connection, statement: str, outer: str) -> list[str]:
