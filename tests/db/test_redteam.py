@@ -120,8 +120,13 @@ def llm_owner(db_url: str, worker_url: str, sentinel: str) -> uuid.UUID:
     closed-book spot-checks and verdict notes), a second run left queued for judging, and upkeep
     rotating the first run's pool, so pending probes wait for their questions too."""
     email = f"{sentinel}@o.test"
+    # Every body shares words with every scripted question ("What did the team settle on for topic
+    # number N?"), so each recall surfaces its source and, in a layer of two or more, more than it:
+    # every probe qualifies for both judge checks, whichever memories the pool takes (ties in
+    # created_at). Without it a pool that missed the two memories sharing "number" or "team" queued none.
     memories = [
-        MemoryLine(kind=m["kind"], title=f"{m['title']} {sentinel}", body=f"{m['body']} {sentinel}") for m in KNOWLEDGE
+        MemoryLine(kind=m["kind"], title=f"{m['title']} {sentinel}", body=f"{m['body']} A team topic. {sentinel}")
+        for m in KNOWLEDGE
     ]
     with psycopg.connect(db_url) as conn, conn.transaction():
         insert_memories(conn, memories[:3], Target(email))
