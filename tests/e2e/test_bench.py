@@ -167,6 +167,7 @@ def test_the_layer_curve_measures_each_layer_as_its_member(tmp_path):
     for legs in figures["layers"].values():
         for recall in layers.RECALLS:
             assert legs[recall]["n"] == layers.ROUNDS * layers.TEMPLATED
+            assert legs[recall]["first_ask"]["n"] == layers.ROUNDS * layers.TEMPLATED, "each block asks twice"
     smallest = figures["layers"]["200"]
     assert smallest["lexical"]["source_in_top_10"] >= 0.9 * layers.TEMPLATED
     assert smallest["lexical"]["source_in_top_10"] == smallest["lexical_before"]["source_in_top_10"]
