@@ -164,14 +164,14 @@ create policy "Projects are visible to their members" on public.projects
 create policy "Members see their own project memberships" on public.project_members
   for select to authenticated using (user_id = (select auth.uid()));
 
--- The caller's layers are gathered once per statement into arrays (InitPlans): every row a recall
--- reads is then matched against a short array instead of probing a hashed subplan. Same rows,
--- faster recalls (hybrid at 1k: 4.60 -> 4.21 ms; at 100k: 19.4 -> 16.3 ms; bench/README.md).
+-- A hashed subplan of the caller's layers, unlike the postings' arrays (20_recall.sql): with arrays,
+-- generic plans put a caller's layer at about one row, and the pool's per-layer reads lost their
+-- ordered index scans (benchmark_memory() +6% interleaved; bench/README.md, "The read policies").
 create policy "Memories are visible to their audience" on public.memories
   for select to authenticated using (
     (scope = 'personal' and author_id = (select auth.uid()))
-    or (scope = 'project' and project_id = any (array(select public.caller_project_ids())))
-    or (scope = 'team' and team_id = any (array(select public.caller_team_ids())))
+    or (scope = 'project' and project_id in (select public.caller_project_ids()))
+    or (scope = 'team' and team_id in (select public.caller_team_ids()))
   );
 
 create policy "Members write memories where they belong" on public.memories

@@ -419,7 +419,9 @@ $$;
 -- ============================================================================================
 alter table public.memory_postings enable row level security;
 
--- Matched against arrays gathered once per statement, like the memories' policy (10_memory_core.sql).
+-- Matched against arrays gathered once per statement (InitPlans): a recall reads thousands of postings,
+-- and each is then matched against a short array instead of probing a hashed subplan (the memories'
+-- policy keeps its subplan: 10_memory_core.sql).
 create policy "Postings are visible to their memory's audience" on public.memory_postings
   for select to authenticated using (
     (scope = 'personal' and layer_id = (select auth.uid()))
