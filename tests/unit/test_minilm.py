@@ -40,3 +40,24 @@ def test_the_installed_files_load_and_give_unit_vectors_unpadded_beyond_128_toke
     assert len(embeddings.minilm().tokenizer.encode(long_text).ids) > 128
     cut = numpy.array(embeddings.embed(["retries " * 60], as_query=False, model=embeddings.MINILM_MODEL).vectors[0])
     assert not numpy.allclose(batch[0], cut, atol=1e-3), "the words after token 128 change the vector"
+
+
+def test_a_batch_runs_in_groups_of_similar_length_and_keeps_its_order(monkeypatch):
+    """Short and long texts interleaved: the model is called on the short ones padded to their own
+    length and the long ones to theirs, and each text still gets the vector it gets alone, in its place.
+    (Fails without the sort by length: the first group then holds long texts and is padded to them.)"""
+    model = embeddings.minilm()
+    short = [f"pin the SDK version {i}" for i in range(embeddings.MINILM_GROUP)]
+    long = [f"{'retries with backoff ' * 20} case {i}" for i in range(4)]
+    texts = [t for pair in zip(short[:4], long, strict=True) for t in pair] + short[4:]
+    widths = []
+    run = model.session.run
+    monkeypatch.setattr(
+        model.session, "run", lambda names, feeds: widths.append(feeds["input_ids"].shape[1]) or run(names, feeds)
+    )
+    batch = numpy.array(model.embed(texts))
+    short_width = max(len(model.tokenizer.encode(t).ids) for t in short)
+    assert widths == [short_width, max(len(model.tokenizer.encode(t).ids) for t in long)]
+    monkeypatch.setattr(model.session, "run", run)
+    alone = numpy.array([model.embed([t])[0] for t in texts])
+    assert numpy.allclose(batch, alone, atol=1e-4)
