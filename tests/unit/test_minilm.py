@@ -29,7 +29,7 @@ def test_a_model_file_that_differs_from_the_pinned_one_is_refused(tmp_path):
 
 def test_the_installed_files_load_and_give_unit_vectors_unpadded_beyond_128_tokens():
     """A long text is read past 128 tokens (the shipped tokenizer.json would cut it there), and a
-    batch gives each text the vector it gets alone (padding to the batch's longest is masked out)."""
+    batch gives each text the vector it gets alone (padding to the call's longest is masked out)."""
     long_text = "retries " * 60 + "the decision is to pin the SDK"
     short = "pin the SDK"
     alone = numpy.array(embeddings.embed([short], as_query=True, model=embeddings.MINILM_MODEL).vectors[0])

@@ -86,8 +86,8 @@ def perturbed(vector: list[float], rng: random.Random) -> list[float]:
 
 
 def passages(texts: list[str], model: str) -> list[list[float]]:
-    """The memories' vectors, in the backfill's batches: MiniLM pads a batch to its longest text, so the
-    whole corpus in one call would hold every text's attention at 256 tokens at once."""
+    """The memories' vectors, in the backfill's batches, as an import computes them: e5's batch call runs
+    all its texts' tokens at once, so one call on the whole corpus would hold all their activations."""
     return [
         vector
         for start in range(0, len(texts), backfill.BATCH)
