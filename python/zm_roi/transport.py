@@ -31,6 +31,10 @@ class Transport(Protocol):
         """Call public.benchmark_memory(): {"status": generating | started | in_progress | empty, …}."""
         ...
 
+    def benchmark_schedule(self, frequency: str) -> dict:
+        """Call public.benchmark_schedule(frequency): daily, weekly or off, as the user."""
+        ...
+
     def tile(self) -> dict | None:
         """The caller's row of public.roi_benchmark_tile, or None."""
         ...
@@ -61,6 +65,9 @@ class LocalTransport:
     def benchmark_memory(self) -> dict:
         return self._as_user("benchmark_memory", "/rpc/benchmark_memory")
 
+    def benchmark_schedule(self, frequency: str) -> dict:
+        return self._as_user("benchmark_schedule", "/rpc/benchmark_schedule", {"frequency": frequency})
+
     def tile(self) -> dict | None:
         return self._as_user("benchmark_tile", f"/{TILE_VIEW}")
 
@@ -70,7 +77,7 @@ class LocalTransport:
     def breakdown(self) -> list[dict]:
         return self._as_user("benchmark_breakdown", f"/{BREAKDOWN_VIEW}")
 
-    def _as_user(self, name: str, path: str):
+    def _as_user(self, name: str, path: str, params: dict | None = None):
         claims = self.claims()
         with (
             database_errors(),
@@ -86,7 +93,7 @@ class LocalTransport:
                     f"the access token names user {claims['sub']}, who does not exist in this database: "
                     "mint a new one with `zm-roi token --user EMAIL`"
                 )
-            row = conn.execute(query(name)).fetchone()
+            row = conn.execute(query(name), params).fetchone()
         return None if row is None else row[0]
 
 
@@ -102,6 +109,10 @@ class SupabaseTransport:
     def benchmark_memory(self) -> dict:
         with self._client() as client:
             return client.rpc("benchmark_memory").execute().data
+
+    def benchmark_schedule(self, frequency: str) -> dict:
+        with self._client() as client:
+            return client.rpc("benchmark_schedule", {"frequency": frequency}).execute().data
 
     def tile(self) -> dict | None:
         with self._client() as client:

@@ -56,6 +56,12 @@ class WorkerConfig:
     minilm_model: str | None = field(default_factory=lambda: embeddings.configured_models().get("embedding_minilm"))
 
 
+class BudgetRefusal(Exception):
+    """A spending cap refused the model call the worker was about to start (roi.budget_refusal): the
+    message says which cap, what was spent and what the call was estimated at. Never retried: step()
+    stops the run (aborted_budget) or puts the question off."""
+
+
 @dataclass(frozen=True)
 class Outcome:
     """One model call for one row: the reply if one came back, whose key paid, and the parsed value
@@ -179,7 +185,10 @@ class Worker:
         job = conn.execute(query("claim_work")).fetchone()
         if job is None:
             return False
-        ok = self._KINDS[job["kind"]](self, conn, job)
+        try:
+            ok = self._KINDS[job["kind"]](self, conn, job)
+        except BudgetRefusal as refusal:
+            ok = self._stop_for_budget(conn, job, str(refusal))
         with self._lock:
             self.handled += 1
             if ok:
@@ -202,7 +211,12 @@ class Worker:
         refusal = None if outcome.failure else prompts.gate_refusal(question, title, body)
         if refusal is not None:
             second = prompts.generation_prompt(kind, title, body, refused=refusal)
-            retry = self._ask(conn, job, model, second, lambda text: prompts.parse_question(text, title, body))
+            try:
+                retry = self._ask(conn, job, model, second, lambda text: prompts.parse_question(text, title, body))
+            except BudgetRefusal:
+                with conn.transaction():  # the first call was made: it is metered all the same
+                    self._meter(conn, "probe_generation", model, job, outcome)
+                raise
             origin, question = ("retry", retry.value) if retry.failure is None else ("template", None)
         failure = outcome.failure or (retry.failure if retry is not None and retry.reply is None else None)
         with conn.transaction():
@@ -433,6 +447,45 @@ class Worker:
 
     # ---- shared steps ------------------------------------------------------------------------
 
+    def _stop_for_budget(self, conn: psycopg.Connection, job: dict, why: str) -> bool:
+        """A spending cap refused the row's next call: a run's row stops its run (aborted_budget, its
+        queued rows gone, so nothing keeps spending on it); a question to write waits (roi.defer_work)
+        without spending an attempt. Counted as handled, not failed: nothing went wrong."""
+        with conn.transaction():
+            if job.get("run_id") is not None:
+                closed = _scalar(conn, "abort_run_for_budget", {"run_id": job["run_id"]})
+                result = "run stopped (aborted_budget)" if closed else "run already closed; its queued rows dropped"
+            else:
+                _scalar(conn, "defer_work", {"work_id": job["work_id"], "attempt": job["attempt"], "why": why})
+                result = "put off for an hour"
+        log.warning(
+            "%s run=%s probe=%s owner=%s: no call made, %s: %s",
+            job["kind"],
+            job.get("run_id"),
+            job["probe_id"],
+            job["owner_id"],
+            why,
+            result,
+        )
+        return True
+
+    def _check_budget(self, conn: psycopg.Connection, job: dict, model: str, prompt: str, byok: bool) -> None:
+        """Raise BudgetRefusal when the caps (roi.settings) would not allow this call: its cost estimated
+        from the prompt and litellm's local price map, added to what the run and the owner's month
+        already spent (own-key calls count against the owner's month only)."""
+        refusal = _scalar(
+            conn,
+            "budget_refusal",
+            {
+                "owner_id": job["owner_id"],
+                "run_id": job.get("run_id"),
+                "estimate": llm.estimate_cost(model, prompt),
+                "byok": byok,
+            },
+        )
+        if refusal is not None:
+            raise BudgetRefusal(f"a call to {model} would cross {refusal}")
+
     @staticmethod
     def _release(conn: psycopg.Connection, job: dict, failure: str) -> str:
         """Hand a failed attempt back (roi.release_work: retry after a backoff, or give up the way the
@@ -497,6 +550,7 @@ class Worker:
                 # deployment's key; the row waits, and says why, until the operator fixes it.
                 return Outcome(None, False, failure=describe(exc))
             byok = api_key is not None
+            self._check_budget(conn, job, model, prompt, byok)
             reply = llm.call(
                 self.complete,
                 model=model,
@@ -508,6 +562,8 @@ class Worker:
             return Outcome(reply, byok, value=parse(reply.text))
         except RETRYABLE as exc:
             return Outcome(reply, byok, failure=describe(exc))
+        except BudgetRefusal:
+            raise  # no call was made: step() stops the run or puts the row off
         except BaseException as exc:
             why = f"worker bug: {describe(exc)}"
             try:

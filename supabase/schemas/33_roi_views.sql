@@ -15,19 +15,21 @@
 -- Aggregates only. Per run: the headline (exclusive rate with its Wilson interval); the retrieval
 -- figures that tell a search miss from a knowledge gap (source surfaced, MRR, median rank, and how
 -- often the judge's with_memory agrees with the source surfacing); the paired comparison with the
--- owner's previous closed run (improved, regressed, exact sign test; no p-value when the judge
+-- owner's previous closed run that a spending cap did not stop (status aborted_budget: a run cut
+-- short is compared with nothing; improved, regressed, exact sign test; no p-value when the judge
 -- changed, since the two runs' verdicts were not made the same way); what it cost (tokens, dollars
 -- by litellm's price map, calls on the owner's own key); the closed-book spot-check; what it
 -- measured (recall function, embedding models of its questions: embedding_minilm_model, the last
 -- column, is the third leg's); and the judge checks: questions the gate sent back to the model or to their template, who judged (judge_fingerprint, and
 -- judge_changed against the previous run; null while either run has no judged verdict), how often the
 -- judge still said answerable with the source withheld, and how often reversing the results left a
--- judged verdict unchanged.
+-- judged verdict unchanged; last, whether the owner's schedule started the run (`scheduled`).
 create view public.roi_benchmark_runs with (security_invoker = true) as
 select r.id as run_id,
        r.started_at,
        c.closed_at as finished_at,
-       case when c.run_id is null then 'judging' else 'complete' end as status,
+       case when c.run_id is null then 'judging' when c.reason = 'aborted_budget' then 'aborted_budget'
+            else 'complete' end as status,
        r.mode,
        r.probe_count,
        coalesce(v.judged, 0)::integer as judged_count,
@@ -65,7 +67,8 @@ select r.id as run_id,
        coalesce(jc.withheld_answered, 0)::integer as withheld_answered_count,
        coalesce(jc.reversed, 0)::integer as order_checked,
        coalesce(jc.reversed_agreed, 0)::integer as order_agreement_count,
-       r.embedding_minilm_model
+       r.embedding_minilm_model,
+       exists (select from roi.scheduled_runs sr where sr.run_id = r.id) as scheduled
 from roi.runs r
 left join roi.run_closures c on c.run_id = r.id
 left join lateral (
@@ -87,7 +90,7 @@ left join lateral (
 ) v on true
 left join lateral (
   select p.id as run_id, p.mode from roi.runs p join roi.run_closures pc on pc.run_id = p.id
-  where p.owner_id = r.owner_id and p.started_at < r.started_at
+  where p.owner_id = r.owner_id and p.started_at < r.started_at and pc.reason <> 'aborted_budget'
   order by p.started_at desc
   limit 1
 ) prev on true
@@ -156,9 +159,10 @@ group by x.run_id, d.dimension, d.value;
 -- The tile is the one home of its wording: its state, its hint and, in deterministic mode, the
 -- sentence saying which figure the strict retrieval check bounds and in which direction. The
 -- dashboard, the MCP server and the demo render these columns; none of them re-derives them.
--- States: invite (no run yet), judging (the latest run is still being judged), no_score (the latest
--- run finished with every question skipped: no rate, even after an earlier score, which the trend
--- keeps), ready (a score). `scored_run_id` is the one home of "the scored run": the newest complete
+-- States: invite (no run yet), judging (the latest run is still being judged), aborted_budget (a
+-- spending cap stopped the latest run: the words say what it spent; an earlier score, if any, stays
+-- with a note), no_score (the latest run finished with every question skipped: no rate, even after
+-- an earlier score, which the trend keeps), ready (a score). `scored_run_id` is the one home of "the scored run": the newest complete
 -- run with a judged question, unless the latest run is no_score. `headline`, `explanation` and
 -- `note` are the tile's remaining words (the invite's explanation quotes roi.settings.pool_target).
 -- It names the run list's columns it was defined with: `select *` in a view is expanded once, when
@@ -169,7 +173,7 @@ with me as (
 ), latest as (
   select run_id, started_at, finished_at, status, mode, probe_count, judged_count, skipped_count,
          with_memory_count, without_memory_count, exclusive_count, exclusive_rate, exclusive_rate_low,
-         exclusive_rate_high
+         exclusive_rate_high, cost_usd
   from public.roi_benchmark_runs order by started_at desc limit 1
 ), scored as (
   select run_id, started_at, finished_at, status, mode, probe_count, judged_count, skipped_count,
@@ -185,6 +189,7 @@ with me as (
 )
 select case when latest.run_id is null then 'invite'
             when latest.status = 'judging' then 'judging'
+            when latest.status = 'aborted_budget' then 'aborted_budget'
             when scored.run_id is null then 'no_score'
             else 'ready' end as state,
        scored.exclusive_rate,
@@ -197,6 +202,9 @@ select case when latest.run_id is null then 'invite'
            'Ask your agent to run benchmark_memory to see what only your memory knows.'
          when scored.run_id is null and latest.status = 'judging' then
            format('Judging %s questions from your memory…', latest.probe_count)
+         when scored.run_id is null and latest.status = 'aborted_budget' then
+           format('The latest run stopped at the spending cap after $%s, with %s of %s questions judged.',
+                  round(coalesce(latest.cost_usd, 0), 4), latest.judged_count, latest.probe_count)
          when scored.run_id is null then
            format('None of the latest run''s %s questions could be judged: ask your agent to run '
                   'benchmark_memory again.', latest.probe_count)
@@ -215,6 +223,7 @@ select case when latest.run_id is null then 'invite'
        case
          when latest.run_id is null then 'No benchmark yet'
          when scored.run_id is null and latest.status = 'judging' then 'Judging…'
+         when scored.run_id is null and latest.status = 'aborted_budget' then 'Stopped at the spending cap'
          when scored.run_id is null and trend.rates is null then 'No score yet'
          when scored.run_id is null then 'No score for the latest run'
        end as headline,
@@ -225,6 +234,9 @@ select case when latest.run_id is null then 'invite'
                   (select s.pool_target from roi.settings s))
          when scored.run_id is null and latest.status = 'judging' then
            'Your first score appears here once the verdicts land, usually within a minute or two.'
+         when scored.run_id is null and latest.status = 'aborted_budget' then
+           'A run a spending cap cut short is never scored or compared. Raise the cap, or wait for the next '
+           'month, and ask your agent to run benchmark_memory again.'
          when scored.run_id is null and trend.rates is not null then
            'Earlier scores stay in the trend and the run list; the tile shows only the latest run''s.'
          when scored.run_id is not null then
@@ -232,6 +244,10 @@ select case when latest.run_id is null then 'invite'
        end as explanation,
        case when scored.run_id is not null and latest.status = 'judging' then
          format('A newer run of %s questions is being judged.', latest.probe_count)
+            when scored.run_id is not null and latest.status = 'aborted_budget' then
+         format('The latest run stopped at the spending cap after $%s (%s of %s questions judged); this '
+                'score is from the run before.',
+                round(coalesce(latest.cost_usd, 0), 4), latest.judged_count, latest.probe_count)
        end as note
 from me
 left join latest on true

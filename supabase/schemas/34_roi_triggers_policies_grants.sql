@@ -28,6 +28,8 @@ create trigger run_judges_are_append_only before update or delete on roi.run_jud
   for each row execute function roi.forbid_result_change();
 create trigger judge_check_results_are_append_only before update or delete on roi.judge_check_results
   for each row execute function roi.forbid_result_change();
+create trigger scheduled_runs_are_append_only before update or delete on roi.scheduled_runs
+  for each row execute function roi.forbid_result_change();
 
 create trigger runs_refuse_truncate before truncate on roi.runs
   for each statement execute function roi.forbid_result_truncate();
@@ -46,6 +48,8 @@ create trigger closed_book_results_refuse_truncate before truncate on roi.closed
 create trigger run_judges_refuse_truncate before truncate on roi.run_judges
   for each statement execute function roi.forbid_result_truncate();
 create trigger judge_check_results_refuse_truncate before truncate on roi.judge_check_results
+  for each statement execute function roi.forbid_result_truncate();
+create trigger scheduled_runs_refuse_truncate before truncate on roi.scheduled_runs
   for each statement execute function roi.forbid_result_truncate();
 
 create trigger settings_note_recall_embeddings before insert or update of recall_function on roi.settings
