@@ -560,9 +560,11 @@ alter policy "The worker closes completed runs" on roi.run_closures
 alter policy "The worker closes runs that completed or that a spending cap stopped" on roi.run_closures
   with check (reason in ('complete', 'aborted_budget'));
 
--- Counts, tokens and dollars, no text: what the spending caps are checked against (roi.budget_refusal).
-create policy "The worker reads what was spent, to hold the spending caps" on public.usage_events
-  for select to roi_worker using (true);
+-- Counts, tokens and dollars, no text: what the spending caps are checked against (roi.budget_refusal),
+-- for the owners it has work for, as it reads their keys.
+create policy "The worker reads what owners it has work for spent, to hold the spending caps" on public.usage_events
+  for select to roi_worker
+  using (exists (select from roi.work w where w.owner_id = usage_events.owner_id));
 
 alter table roi.benchmark_schedules enable row level security;
 alter table roi.scheduled_runs enable row level security;

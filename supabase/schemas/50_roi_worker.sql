@@ -765,9 +765,11 @@ create policy "The worker reads the keys of owners it has work for" on roi.provi
 
 create policy "The worker meters the calls it makes for queued rows" on public.usage_events
   for insert to roi_worker with check (probe_id is not null);
--- Counts, tokens and dollars, no text: what the spending caps are checked against (roi.budget_refusal).
-create policy "The worker reads what was spent, to hold the spending caps" on public.usage_events
-  for select to roi_worker using (true);
+-- Counts, tokens and dollars, no text: what the spending caps are checked against (roi.budget_refusal),
+-- for the owners it has work for, as it reads their keys.
+create policy "The worker reads what owners it has work for spent, to hold the spending caps" on public.usage_events
+  for select to roi_worker
+  using (exists (select from roi.work w where w.owner_id = usage_events.owner_id));
 
 -- ============================================================================================
 -- Grants

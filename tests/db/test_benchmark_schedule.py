@@ -15,7 +15,7 @@ from psycopg.rows import dict_row
 
 from tests.conftest import throwaway_cluster
 from tests.support import as_user, benchmark, wait_for
-from zm_roi import localdb
+from zm_roi import localdb, tokens
 from zm_roi.cli import main
 from zm_roi.importer import MemoryLine, Target, insert_memories
 
@@ -175,3 +175,17 @@ def test_an_unknown_frequency_is_refused_by_the_database(db_url):
         as_user(db_url, owner, "select public.benchmark_schedule('hourly')")
     assert as_user(db_url, owner, "select public.benchmark_schedule('weekly') as s")[0]["s"]["frequency"] == "weekly"
     assert as_user(db_url, owner, "select frequency from roi.benchmark_schedules") == [{"frequency": "weekly"}]
+
+
+def test_the_token_path_schedules_as_the_tokens_user_through_the_authenticator(cluster, monkeypatch, capsys):
+    owner, _ = add_user(cluster.url(), KNOWLEDGE[:1])
+    monkeypatch.setenv("ZM_DB_URL", cluster.url())
+    monkeypatch.setenv("ZM_JWT_SECRET", cluster.jwt_secret())
+    monkeypatch.setenv("ZM_ACCESS_TOKEN", tokens.mint(cluster.jwt_secret(), owner))
+    assert main(["schedule", "--weekly"]) == 0
+    assert "schedule: weekly" in capsys.readouterr().out
+    assert fetch(cluster.url(), "select frequency from roi.benchmark_schedules where owner_id = %s", (owner,)) == [
+        {"frequency": "weekly"}
+    ]
+    assert main(["schedule", "--off"]) == 0
+    assert fetch(cluster.url(), "select * from roi.benchmark_schedules where owner_id = %s", (owner,)) == []
