@@ -563,3 +563,5 @@ def test_a_run_stopped_by_the_spending_cap_is_its_own_state_and_says_what_it_spe
     assert "stopped at the spending cap after $0.0213 (1 of 5 questions judged)" in tile["note"]
     assert dom.text("note") == tile["note"] and dom.has("rate")
     assert tile["trend"] == [1], "the stopped runs are not in the trend"
+    listed = dom.text("runs")
+    assert listed.count("aborted_budget") == 2 and "1 of 5 (4 skipped)" in listed and "2 of 5 (3 skipped)" in listed
