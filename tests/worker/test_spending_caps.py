@@ -253,3 +253,25 @@ def test_caps_are_set_shown_and_cleared_and_the_database_refuses_a_negative_one(
     assert "max run cost: none" in out and "max owner cost per month: $2" in out
     with psycopg.connect(db_url) as conn, pytest.raises(psycopg.errors.CheckViolation):
         conn.execute("update roi.settings set max_owner_cost_usd_per_month = -1")
+
+
+def test_a_question_the_owners_monthly_cap_refuses_waits_without_spending_an_attempt(
+    db_url, worker_url, llm_mode, owners, caps
+):
+    owner = owners.create(KNOWLEDGE[:2])
+    caps(max_owner_cost_usd_per_month=Decimal("0"))
+    assert benchmark(db_url, owner)["status"] == "generating"
+    model = ScriptedModel(answer)
+    worker(worker_url, model).run(once=True)
+    assert model.calls == [], "no question written: the owner's month allows nothing"
+    waiting = fetch(
+        db_url,
+        "select attempts, lease_until, run_after > now() + interval '50 minutes' as later, last_error "
+        "from roi.work where owner_id = %s and kind = 'write_question'",
+        (owner,),
+    )
+    assert len(waiting) == 2
+    for row in waiting:
+        assert row["attempts"] == 0 and row["lease_until"] is None and row["later"]
+        assert "monthly spending cap of $0" in row["last_error"]
+    assert fetch(db_url, "select state from roi.probes where owner_id = %s", (owner,)) == [{"state": "pending"}] * 2
