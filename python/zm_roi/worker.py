@@ -6,6 +6,9 @@ spot-checks, source withheld, order reversed), questions to write, questions to 
 of work (a model call, or an embedding, which needs no provider key), and hands the outcome back to
 SQL together with the call's usage event, in one transaction.
 Several calls are in flight at once, so a 20-question pool or run costs a few model round trips.
+Before each call the spending caps are asked (roi.budget_refusal, with the call's cost estimated from its
+prompt and litellm's local price map): a call they refuse is never made; its run closes as aborted_budget,
+or its question waits (docs/spending-and-schedule.md).
 
 Every state change goes through the roi_worker verbs (claim_work, record_…, release_work); the worker
 connects as `roi_worker` and sees only what the claimed row carries. NOTIFY wakes it, polling
