@@ -315,6 +315,32 @@ begin
 end
 $$;
 
+-- After a completed run: retire a few of the longest-serving probes, but only when never-probed
+-- knowledge exists to replace them (so the benchmark follows what the owner has learned), and the
+-- top-up that refills the rotated places, with one read of never-probed knowledge instead of two (each read is a statement per layer
+-- the owner reads, under RLS). The newest n never-probed memories are the first n of the newest m for
+-- any m >= n, and retiring a probe does not make its memory never-probed again, so the rows rotation
+-- read to decide how many to retire are the rows the top-up adds. A run a spending cap stopped
+-- rotates nothing: its probes were not all asked, and fresh probes would spend on their questions
+-- while the cap holds. Returns probes retired.
+create or replace function roi.rotate_and_top_up(completed_run uuid) returns integer
+  language plpgsql volatile security invoker set search_path = ''
+as $$
+declare
+  fresh public.memories[] := '{}';
+  retired integer := 0;
+begin
+  if not exists (select from roi.rotations r where r.run_id = completed_run)
+     and not exists (select from roi.run_closures c where c.run_id = completed_run and c.reason = 'aborted_budget')
+  then
+    fresh := array(select m from roi.never_probed_knowledge((select s.rotation_per_run from roi.settings s)) m);
+    retired := roi.retire_longest_serving(completed_run, cardinality(fresh));
+  end if;
+  perform roi.refill_pool(fresh);
+  return retired;
+end
+$$;
+
 -- ============================================================================================
 -- Views (the runs view's status, paired comparison and `scheduled`; the tile's new state)
 -- ============================================================================================

@@ -46,6 +46,7 @@ def caps(db_url):
     """Caps and the knobs these tests pin (no rotation: every run asks the same six questions; no
     checks of the judge: only judgments are called), restored afterwards."""
     keys = (
+        "pool_target",
         "max_run_cost_usd",
         "max_owner_cost_usd_per_month",
         "rotation_per_run",
@@ -275,3 +276,19 @@ def test_a_question_the_owners_monthly_cap_refuses_waits_without_spending_an_att
         assert row["attempts"] == 0 and row["lease_until"] is None and row["later"]
         assert "monthly spending cap of $0" in row["last_error"]
     assert fetch(db_url, "select state from roi.probes where owner_id = %s", (owner,)) == [{"state": "pending"}] * 2
+
+
+def test_a_run_the_cap_stopped_rotates_no_probe_out(db_url, worker_url, llm_mode, owners, caps):
+    owner = owners.create(KNOWLEDGE[:4])
+    caps(pool_target=2, rotation_per_run=1)  # two never-probed memories wait to rotate in
+    model = ScriptedModel(answer)
+    pool_ready(db_url, worker_url, owner, model)
+    caps(max_run_cost_usd=Decimal("0"))
+    run = benchmark(db_url, owner)
+    worker(worker_url, model).run(once=True)
+    assert run_row(db_url, owner, run["run_id"])["status"] == "aborted_budget"
+    benchmark(db_url, owner)  # the next call rotates after closed runs
+    rotated = fetch(
+        db_url, "select count(*) as n from roi.probes where owner_id = %s and retired_reason = 'rotated'", (owner,)
+    )
+    assert rotated == [{"n": 0}], "no probe retired and no fresh question to pay for"
