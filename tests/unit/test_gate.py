@@ -6,11 +6,17 @@ from __future__ import annotations
 
 import math
 import random
+from decimal import ROUND_HALF_UP, Decimal, localcontext
 
 import pytest
 
 from zm_roi.errors import UserError
 from zm_roi.gate import FAILED, HELD, NOT_MEASURED, Outcome, Rules, decide, markdown_report
+
+
+def _round4(value: Decimal) -> float:
+    """round(x, 4) as PostgreSQL rounds a numeric: half away from zero."""
+    return float(value.quantize(Decimal("0.0001"), rounding=ROUND_HALF_UP))
 
 
 def sign_test_p(improved: int, regressed: int) -> float | None:
@@ -20,15 +26,19 @@ def sign_test_p(improved: int, regressed: int) -> float | None:
         return None
     k = min(improved, regressed)
     tail = sum(math.comb(n, i) for i in range(k + 1))
-    return round(min(1.0, 2 * tail / 2**n), 4)
+    return _round4(min(Decimal(1), Decimal(2 * tail) / Decimal(2**n)))
 
 
 def wilson(k: int, n: int, upper: bool) -> float:
-    """roi.wilson_bound in Python."""
-    z, p = 1.96, k / n
-    centre = p + z * z / (2 * n)
-    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return round(max(0.0, min(1.0, (centre + (spread if upper else -spread)) / (1 + z * z / n))), 4)
+    """roi.wilson_bound in Python, in decimals as the database computes it."""
+    with localcontext() as ctx:
+        ctx.prec = 40
+        z, t = Decimal("1.96"), Decimal(n)
+        p = Decimal(k) / t
+        centre = p + z * z / (2 * t)
+        spread = z * (p * (1 - p) / t + z * z / (4 * t * t)).sqrt()
+        bound = (centre + (spread if upper else -spread)) / (1 + z * z / t)
+        return _round4(max(Decimal(0), min(Decimal(1), bound)))
 
 
 def run_row(exclusive: int, judged: int = 20, **extra) -> dict:
