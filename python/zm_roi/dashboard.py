@@ -118,6 +118,8 @@ def view_model(tile: dict | None, runs: list[dict], breakdown: list[dict] | None
         "explanation": tile.get("explanation"),
         "note": tile.get("note"),
         "caveat": tile.get("caveat"),
+        # The view's own sentence once enough knowledge changed since the latest run; absent before.
+        "rerun_hint": tile.get("rerun_hint"),
         "exclusive_count": tile.get("exclusive_count"),
         "judged_count": tile.get("judged_count"),
         "judging": tile["state"] == "judging",

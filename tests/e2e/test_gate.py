@@ -6,6 +6,7 @@ the tile's growth hint, which appears past roi.settings.rerun_hint_growth and no
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import psycopg
@@ -21,7 +22,9 @@ from tests.support import (
 )
 from tests.unit.test_gate import sign_test_p, wilson
 from tests.worker_support import GENERATION_MODEL, JUDGE_MODEL, KNOWLEDGE, ScriptedModel, default_answer, set_settings
-from zm_roi import cli
+from zm_roi import cli, dashboard
+from zm_roi.mcp_server import build_server
+from zm_roi.transport import LocalTransport
 from zm_roi.worker import Worker, WorkerConfig
 
 HALF_RECALL = """
@@ -229,7 +232,19 @@ def test_the_rerun_hint_appears_past_the_threshold_and_not_before(cluster, db_ur
         assert growth(db_url, user.id) == (2, 0, None), "below the threshold: no hint"
 
         add_memories(db_url, user.email, knowledge(1, "third "))
-        assert growth(db_url, user.id) == (3, 0, "3 memories learned since your last run: run the benchmark again")
+        hint = "3 memories learned since your last run: run the benchmark again"
+        assert growth(db_url, user.id) == (3, 0, hint)
+
+        # The MCP tool's structured output carries the counts and the hint; the dashboard shows it.
+        transport = LocalTransport(db_url, cluster.jwt_secret(), user.token)
+        result = asyncio.run(build_server(lambda: transport).call_tool("benchmark_results", {}))
+        shown = result.structured_content
+        counts = (shown["memories_gained_since_run"], shown["memories_lost_since_run"])
+        assert (*counts, shown["rerun_hint"]) == (3, 0, hint)
+        assert f"{hint}." in shown["message"]
+        assert f'<p class="badge" id="rerun-hint"><span class="dot" aria-hidden="true"></span>{hint}</p>' in (
+            dashboard.render(transport)
+        )
 
         with psycopg.connect(db_url) as conn:
             conn.execute(
