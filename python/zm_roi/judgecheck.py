@@ -103,7 +103,7 @@ def wilson(k: int, n: int) -> tuple[float, float]:
 def label_figures(pairs: list[tuple[bool, bool]]) -> dict[str, Any]:
     """Accuracy and Cohen's kappa of (gold, judged) pairs. Kappa's interval maps the Wilson interval of
     the observed agreement through kappa = (po - pe) / (1 - pe), holding the chance agreement pe fixed:
-    an approximation, stated as such in the README. Kappa is None when pe = 1 (one class only)."""
+    an approximation, stated as such in docs/reading-a-run.md. Kappa is None when pe = 1 (one class only)."""
     n = len(pairs)
     agreed = sum(gold == judged for gold, judged in pairs)
     low, high = wilson(agreed, n)
