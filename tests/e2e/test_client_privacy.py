@@ -13,6 +13,8 @@ import html
 import json
 import subprocess
 import sys
+import threading
+import urllib.request
 import uuid
 
 import psycopg
@@ -94,12 +96,23 @@ def mcp_outputs(db_url: str, jwt_secret: str, token: str, errlog) -> dict[str, l
 
 
 def transport_outputs(db_url: str, jwt_secret: str, token: str) -> dict[str, list[str]]:
+    """The local transport's four replies, and the dashboard page as `dashboard --serve` hands it out."""
     transport = LocalTransport(db_url, jwt_secret, token)
+    server = dashboard.http_server(lambda: LocalTransport(db_url, jwt_secret, token), 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.server_address[1]}/", timeout=60) as reply:  # noqa: S310
+            served = reply.read().decode()
+    finally:
+        server.shutdown()
+        server.server_close()
     return {
+        "transport benchmark_memory": strings(transport.benchmark_memory()),
         "transport tile": strings(transport.tile()),
         "transport runs": strings(transport.runs()),
         "transport breakdown": strings(transport.breakdown()),
-        "dashboard page": [html.unescape(dashboard.render(transport))],
+        "dashboard page (served)": [html.unescape(served)],
     }
 
 
