@@ -154,15 +154,19 @@ def cmd_recall(args: argparse.Namespace, config: settings.Settings) -> None:
         raise UserError(f"the question has {len(args.question):,} characters; ask in at most {MAX_QUESTION:,}")
     if not args.question.strip():
         raise UserError("the question is empty: ask something")
+    # Hints (vectors of another model) go to stderr, so the hits printed survive a pipe.
+    notes: list[str] = []
     if args.json:
         import json
 
         from zm_roi.recall import recall_hits
 
-        hits = recall_hits(database_url(config), args.question, args.user, args.project, args.limit, args.team)
+        hits = recall_hits(database_url(config), args.question, args.user, args.project, args.limit, args.team, notes)
         print(json.dumps(hits, indent=2, ensure_ascii=False))
     else:
-        print_recall(database_url(config), args.question, args.user, args.project, args.limit, args.team)
+        print_recall(database_url(config), args.question, args.user, args.project, args.limit, args.team, notes)
+    for note in notes:
+        print(f"zm-roi: {note}", file=sys.stderr)
 
 
 def embedder_database_url(config: settings.Settings) -> str:

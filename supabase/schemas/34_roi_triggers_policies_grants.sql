@@ -8,6 +8,20 @@
 -- and who may call and read what. Last, so every table, function and view of parts 1-4 exists.
 
 -- ============================================================================================
+-- Result tables
+-- ============================================================================================
+-- The one list of result tables: rows recorded once and never rewritten. Declared here, not found
+-- by their triggers, so that a test can hold each to the rule (supabase/tests/database/
+-- 23-result-tables.sql): every table listed carries both append-only triggers below and no role but
+-- its owner may update, delete or truncate it; every table carrying either trigger is listed. A new
+-- result table joins this list (in its own migration: create or replace view) and gets both triggers.
+create view roi.result_tables with (security_invoker = true) as
+select t.table_name
+from (values ('roi.runs'), ('roi.recalls'), ('roi.verdicts'), ('roi.run_closures'), ('roi.rotations'),
+             ('roi.recall_outcomes'), ('roi.closed_book_results'), ('roi.run_judges'),
+             ('roi.judge_check_results'), ('roi.verdict_notes')) t (table_name);
+
+-- ============================================================================================
 -- Triggers
 -- ============================================================================================
 create trigger runs_are_append_only before update or delete on roi.runs
