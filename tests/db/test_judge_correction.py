@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from tests.judge_correction import corrected_rate
-from tests.support import as_user, remove_users
+from tests.support import as_user, forget_calibrations, remove_users
 from zm_roi.queries import query
 
 SQL = "select estimate, low, high, note from roi.judge_corrected_rate(%s, %s, %s, %s, %s, %s)"
@@ -90,13 +90,6 @@ def insert_calibration(conn, fingerprint: str) -> tuple:
         {"check_id": uuid.uuid4(), "judge_fingerprint": fingerprint, "model": "openai/m", "case_count": 100}
         | CALIBRATION_COUNTS,
     ).fetchone()
-
-
-def forget_calibrations(db_url: str, fingerprints: list[str]) -> None:
-    """Cleanup only: the append-only triggers stand down for a superuser session in replica mode."""
-    with psycopg.connect(db_url) as conn:
-        conn.execute("set local session_replication_role = replica")
-        conn.execute("delete from roi.judge_calibrations where judge_fingerprint = any(%s)", (fingerprints,))
 
 
 def test_a_recorded_calibration_is_append_only_for_every_role(db_url):
