@@ -174,6 +174,6 @@ def forget_calibrations(db_url: str, fingerprints: list[str] = (), check_ids: li
     with psycopg.connect(db_url) as conn:
         conn.execute("set local session_replication_role = replica")
         conn.execute(
-            "delete from roi.judge_calibrations where judge_fingerprint = any(%s) or check_id = any(%s)",
-            (list(fingerprints), list(check_ids)),
+            "delete from roi.judge_calibrations where judge_fingerprint = any(%s) or check_id = any(%s::uuid[])",
+            (list(fingerprints), [str(check_id) for check_id in check_ids]),
         )
