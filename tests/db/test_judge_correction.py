@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from tests.judge_correction import corrected_rate
-from tests.support import as_user, forget_calibrations, remove_users
+from tests.support import as_user, benchmark, forget_calibrations, remove_users, user_with_knowledge
 from zm_roi.queries import query
 
 SQL = "select estimate, low, high, note from roi.judge_corrected_rate(%s, %s, %s, %s, %s, %s)"
@@ -136,3 +136,14 @@ def test_an_owner_reads_the_calibrations_of_their_runs_judges_only(db_url, conn)
     finally:
         remove_users(db_url, [owner, other])
         forget_calibrations(db_url, [mine, theirs])
+
+
+def test_a_deterministic_run_has_no_corrected_rate_and_says_why(db_url, deterministic_mode, email):
+    owner = user_with_knowledge(db_url, email, count=3)
+    assert benchmark(db_url, owner)["status"] == "started"
+    [run] = as_user(db_url, owner, "select * from public.roi_benchmark_runs")
+    assert run["exclusive_rate"] is not None
+    assert (run["judge_calibrated"], run["judge_sensitivity"], run["exclusive_rate_corrected"]) == (False, None, None)
+    assert run["correction_note"].startswith("no corrected rate in deterministic mode: the strict retrieval check")
+    [tile] = as_user(db_url, owner, "select judge_note, caveat from public.roi_benchmark_tile")
+    assert tile["judge_note"] is None and tile["caveat"], "the caveat speaks in deterministic mode"
