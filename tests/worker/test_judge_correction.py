@@ -18,7 +18,8 @@ from tests.judge_correction import corrected_rate
 from tests.support import as_user, forget_calibrations
 from tests.worker.test_judge_check import CASES, GOLD
 from tests.worker_support import GENERATION_MODEL, KNOWLEDGE, benchmark, fetch
-from zm_roi import cli, judgecheck, llm, prompts
+from zm_roi import cli, judgecheck, llm, mcp_server, prompts, tokens
+from zm_roi.transport import LocalTransport
 from zm_roi.worker import Worker, WorkerConfig
 
 # The run's six questions ask about "topic number N" (worker_support.question_for): the judge says
@@ -67,7 +68,7 @@ def judge_note(db_url, owner) -> str:
 
 
 def test_a_runs_corrected_rate_follows_the_newest_calibration_of_its_judge(
-    db_url, worker_url, llm_mode, owners, fake_openai, judge_model, monkeypatch
+    cluster, db_url, worker_url, llm_mode, owners, fake_openai, judge_model, monkeypatch
 ):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-deployment")
     real = llm.litellm.completion
@@ -137,6 +138,18 @@ def test_a_runs_corrected_rate_follows_the_newest_calibration_of_its_judge(
             f"judge calibrated on 10 cases (sensitivity 67%, specificity 86%): corrected rate {rate}% "
             f"(95% {low}–{high}%)"
         )
+
+        # The MCP tool's structured output carries the same figures and the tile's note.
+        transport = LocalTransport(cluster.url(), cluster.jwt_secret(), tokens.mint(cluster.jwt_secret(), owner))
+        tile = transport.tile()
+        structured = mcp_server.read_diagnostics(transport, tile)
+        for key in ("judge_calibrated", "exclusive_rate_corrected", "exclusive_rate_corrected_low", "correction_note"):
+            shown = structured[key]
+            assert (float(shown) if isinstance(shown, float) else shown) == (
+                float(run[key]) if isinstance(run[key], Decimal) else run[key]
+            ), key
+        assert mcp_server.tile_sentence(tile).endswith(tile["judge_note"])
+        assert "judge_note" in mcp_server.TileResult.model_fields
 
         # A perfect judge: sensitivity and specificity 1, and the corrected rate is the raw one.
         fake_openai.judge_reply = PERFECT
