@@ -455,7 +455,7 @@ def test_the_same_judge_draws_no_mark_and_keeps_the_p_value(tmp_path):
     older = llm_run(run_id="r1", started_at="2026-11-29T10:00:00+00:00", judge_changed=False)
     model = dashboard.view_model(READY, [run, older], BREAKDOWN)
     assert model["sparkline"]["judge_marks"] == []
-    assert model["diagnostics"]["paired"].endswith("p = 0.63 (could be chance).")
+    assert "p = 0.63 (could be chance); it compares raw verdicts" in model["diagnostics"]["paired"]
     assert model["diagnostics"]["judge"].startswith(
         "Judged by openai/gpt-4o#judge.j2@0123456789ab; questions: 0 rewritten"
     )
