@@ -227,7 +227,8 @@ def cmd_worker(args: argparse.Namespace, config: settings.Settings) -> None:
         )
 
 
-def cmd_judge_check(args: argparse.Namespace, config: settings.Settings) -> None:
+def cmd_judge_check(args: argparse.Namespace, config: settings.Settings) -> int:
+    """Exit 0 when the judge meets the thresholds of docs/judge-calibration.md, 1 when it does not."""
     import json
 
     from zm_roi import judgecheck, llm
@@ -240,8 +241,10 @@ def cmd_judge_check(args: argparse.Namespace, config: settings.Settings) -> None
         config.operator_email,
         timeout=config.model_timeout_seconds,
         concurrency=config.worker_concurrency,
+        record=args.record,
     )
     print(json.dumps(report, indent=2) if args.json else judgecheck.format_report(report))
+    return 0 if report["verdict"]["passed"] else 1
 
 
 def cmd_set_key(args: argparse.Namespace, config: settings.Settings) -> None:
@@ -398,10 +401,17 @@ def build_parser() -> argparse.ArgumentParser:
     worker.set_defaults(func=cmd_worker)
 
     check = sub.add_parser(
-        "judge-check", help="put the judge prompt to a model on the shipped calibration set: accuracy, kappa, decoys"
+        "judge-check",
+        help="put the judge prompt to a model on the shipped calibration set: sensitivity, specificity, "
+        "kappa, decoys, a verdict (exit 1 below the thresholds)",
     )
     check.add_argument("--model", metavar="M", help="the litellm model to check (default: ZM_JUDGE_MODEL)")
     check.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    check.add_argument(
+        "--record",
+        action="store_true",
+        help="store the counts as this judge's calibration: the runs it judged get a corrected rate",
+    )
     check.set_defaults(func=cmd_judge_check)
 
     set_key = sub.add_parser("set-key", help="store a user's own provider key (read from standard input)")
@@ -422,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = settings.load()
         with database_errors():
-            args.func(args, config)
+            status = args.func(args, config)
     except UserError as exc:
         print(f"zm-roi: {exc}", file=sys.stderr)
         return 2
@@ -433,7 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("zm-roi: interrupted", file=sys.stderr)
         return 130
-    return 0
+    # A command that measures against a threshold (judge-check) returns 1 below it.
+    return status or 0
 
 
 if __name__ == "__main__":

@@ -315,3 +315,18 @@ select roi.record_question_embedding_minilm(%(probe_id)s, %(embedding)s::extensi
 
 -- name: store_provider_key
 select roi.store_provider_key(%(owner_id)s, %(provider)s, %(api_key)s, %(passphrase)s);
+
+-- judge-check --record: one calibration row, counts only (the operator's connection: no client role
+-- may insert one).
+-- name: record_judge_calibration
+insert into roi.judge_calibrations (
+  check_id, judge_fingerprint, model, case_count,
+  with_memory_tp, with_memory_fp, with_memory_tn, with_memory_fn,
+  without_memory_tp, without_memory_fp, without_memory_tn, without_memory_fn,
+  exclusive_tp, exclusive_fp, exclusive_tn, exclusive_fn)
+values (
+  %(check_id)s, %(judge_fingerprint)s, %(model)s, %(case_count)s,
+  %(with_memory_tp)s, %(with_memory_fp)s, %(with_memory_tn)s, %(with_memory_fn)s,
+  %(without_memory_tp)s, %(without_memory_fp)s, %(without_memory_tn)s, %(without_memory_fn)s,
+  %(exclusive_tp)s, %(exclusive_fp)s, %(exclusive_tn)s, %(exclusive_fn)s)
+returning id, recorded_at;
