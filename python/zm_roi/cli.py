@@ -155,15 +155,19 @@ def cmd_recall(args: argparse.Namespace, config: settings.Settings) -> None:
         raise UserError(f"the question has {len(args.question):,} characters; ask in at most {MAX_QUESTION:,}")
     if not args.question.strip():
         raise UserError("the question is empty: ask something")
+    # Hints (vectors of another model) go to stderr, so the hits printed survive a pipe.
+    notes: list[str] = []
     if args.json:
         import json
 
         from zm_roi.recall import recall_hits
 
-        hits = recall_hits(database_url(config), args.question, args.user, args.project, args.limit, args.team)
+        hits = recall_hits(database_url(config), args.question, args.user, args.project, args.limit, args.team, notes)
         print(json.dumps(hits, indent=2, ensure_ascii=False))
     else:
-        print_recall(database_url(config), args.question, args.user, args.project, args.limit, args.team)
+        print_recall(database_url(config), args.question, args.user, args.project, args.limit, args.team, notes)
+    for note in notes:
+        print(f"zm-roi: {note}", file=sys.stderr)
 
 
 def embedder_database_url(config: settings.Settings) -> str:
@@ -224,7 +228,8 @@ def cmd_worker(args: argparse.Namespace, config: settings.Settings) -> None:
         )
 
 
-def cmd_judge_check(args: argparse.Namespace, config: settings.Settings) -> None:
+def cmd_judge_check(args: argparse.Namespace, config: settings.Settings) -> int:
+    """Exit 0 when the judge meets the thresholds of docs/judge-calibration.md, 1 when it does not."""
     import json
 
     from zm_roi import judgecheck, llm
@@ -237,8 +242,10 @@ def cmd_judge_check(args: argparse.Namespace, config: settings.Settings) -> None
         config.operator_email,
         timeout=config.model_timeout_seconds,
         concurrency=config.worker_concurrency,
+        record=args.record,
     )
     print(json.dumps(report, indent=2) if args.json else judgecheck.format_report(report))
+    return 0 if report["verdict"]["passed"] else 1
 
 
 def cmd_set_key(args: argparse.Namespace, config: settings.Settings) -> None:
@@ -495,10 +502,17 @@ def build_parser() -> argparse.ArgumentParser:
     worker.set_defaults(func=cmd_worker)
 
     check = sub.add_parser(
-        "judge-check", help="put the judge prompt to a model on the shipped calibration set: accuracy, kappa, decoys"
+        "judge-check",
+        help="put the judge prompt to a model on the shipped calibration set: sensitivity, specificity, "
+        "kappa, decoys, a verdict (exit 1 below the thresholds)",
     )
     check.add_argument("--model", metavar="M", help="the litellm model to check (default: ZM_JUDGE_MODEL)")
     check.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    check.add_argument(
+        "--record",
+        action="store_true",
+        help="store the counts as this judge's calibration: the runs it judged get a corrected rate",
+    )
     check.set_defaults(func=cmd_judge_check)
 
     set_key = sub.add_parser("set-key", help="store a user's own provider key (read from standard input)")
@@ -530,7 +544,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("zm-roi: interrupted", file=sys.stderr)
         return 130
-    # A command that decides an exit status (the gate) returns it; the others return nothing.
+    # A command that decides an exit status (the gate; judge-check below its thresholds) returns it.
     return code if isinstance(code, int) else 0
 
 

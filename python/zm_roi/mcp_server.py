@@ -57,8 +57,12 @@ and the judge checks: who judged (judge_fingerprint; judge_changed, when the pai
 comparable and has no p-value), how many questions the question gate sent back for quoting their source
 (questions_regenerated) or replaced by their template (template_questions), how often the judge still
 said answerable with the source withheld (withheld_answered_count of withheld_checked) and kept its
-verdict with the results reversed (order_agreement_count of order_checked). Aggregates only; changes
-nothing."""
+verdict with the results reversed (order_agreement_count of order_checked), and the judge's measured
+error: judge_calibrated (an operator recorded a calibration of this judge), its sensitivity and
+specificity on the exclusive label, and exclusive_rate_corrected with its 95% interval (the rate with
+the judge's errors taken out; null with the reason in correction_note when the judge is not calibrated,
+too close to chance, or in deterministic mode). The tile's `judge_note` says the same in a sentence. The
+paired comparison compares raw verdicts. Aggregates only; changes nothing."""
 
 
 class BenchmarkResult(BaseModel):
@@ -124,6 +128,17 @@ class RunDiagnostics(BaseModel):
     )
     order_checked: int = Field(0, description="judged questions judged again with the results in reverse order")
     order_agreement_count: int = Field(0, description="of those, where both verdicts were the same")
+    judge_calibrated: bool | None = Field(
+        None, description="an operator recorded a calibration of this run's judge (zm-roi judge-check --record)"
+    )
+    judge_sensitivity: float | None = Field(None, description="the judge's sensitivity on the exclusive label")
+    judge_specificity: float | None = Field(None, description="the judge's specificity on the exclusive label")
+    exclusive_rate_corrected: float | None = Field(
+        None, description="the exclusive rate with the judge's measured error taken out (Rogan–Gladen), 0..1"
+    )
+    exclusive_rate_corrected_low: float | None = Field(None, description="its 95% interval, lower bound")
+    exclusive_rate_corrected_high: float | None = Field(None, description="its 95% interval, upper bound")
+    correction_note: str | None = Field(None, description="what was corrected with, or why there is no correction")
     breakdown: list[BreakdownRow] = Field(default_factory=list, description="by kind and by layer (scope)")
     summary: str = Field(description="the figures in plain sentences")
 
@@ -146,6 +161,9 @@ class TileResult(BaseModel):
     headline: str | None = Field(None, description="the tile's large line in a state without a rate")
     explanation: str | None = Field(None, description="the sentence under it")
     note: str | None = Field(None, description="set while a newer run is being judged")
+    judge_note: str | None = Field(
+        None, description="whether the judge is calibrated and the corrected rate; null in deterministic mode"
+    )
     memories_gained_since_run: int | None = Field(
         None, description="live knowledge memories the user can see, created since the latest run started"
     )
@@ -184,7 +202,7 @@ def tile_sentence(tile: dict) -> str:
     low, high = (percent_text(tile.get(key)) for key in ("exclusive_rate_low", "exclusive_rate_high"))
     sentence = f"Only memory knows {percent_text(tile['exclusive_rate'])} (95% interval {low}–{high}): {tile['hint']}."
     sentence += rerun
-    for extra in (tile.get("note"), tile.get("caveat")):
+    for extra in (tile.get("note"), tile.get("caveat"), tile.get("judge_note")):
         if extra:
             sentence += f" {extra}"
     return sentence

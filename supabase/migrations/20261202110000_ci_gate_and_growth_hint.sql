@@ -87,7 +87,9 @@ with me as (
 ), scored as (
   select run_id, started_at, finished_at, status, mode, probe_count, judged_count, skipped_count,
          with_memory_count, without_memory_count, exclusive_count, exclusive_rate, exclusive_rate_low,
-         exclusive_rate_high
+         exclusive_rate_high, judge_calibrated, judge_sensitivity, judge_specificity,
+         exclusive_rate_corrected, exclusive_rate_corrected_low, exclusive_rate_corrected_high,
+         correction_note, judge_calibration_cases
   from public.roi_benchmark_runs
   where status = 'complete' and judged_count > 0
     and not exists (select from latest l where l.status = 'complete' and l.judged_count = 0)
@@ -149,6 +151,24 @@ select case when latest.run_id is null then 'invite'
        case when scored.run_id is not null and latest.status = 'judging' then
          format('A newer run of %s questions is being judged.', latest.probe_count)
        end as note,
+       case
+         when scored.run_id is null or scored.mode = 'deterministic' then null
+         when scored.exclusive_rate_corrected is not null then
+           format('judge calibrated on %s cases (sensitivity %s%%, specificity %s%%): corrected rate %s%% '
+                  '(95%% %s–%s%%)', scored.judge_calibration_cases, round(100 * scored.judge_sensitivity),
+                  round(100 * scored.judge_specificity), round(100 * scored.exclusive_rate_corrected),
+                  round(100 * scored.exclusive_rate_corrected_low),
+                  round(100 * scored.exclusive_rate_corrected_high))
+         when scored.judge_calibrated and scored.judge_sensitivity + scored.judge_specificity - 1 < 0.3 then
+           format('judge calibrated on %s cases (sensitivity %s%%, specificity %s%%): too close to chance '
+                  'to correct, so the rate above is only what the judge said',
+                  scored.judge_calibration_cases, round(100 * scored.judge_sensitivity),
+                  round(100 * scored.judge_specificity))
+         when scored.judge_calibrated then
+           format('judge calibrated on %s cases: %s', scored.judge_calibration_cases, scored.correction_note)
+         when position('more than one judge' in scored.correction_note) > 0 then scored.correction_note
+         else 'judge not calibrated: an operator runs zm-roi judge-check --record'
+       end as judge_note,
        growth.gained::integer as memories_gained_since_run,
        growth.lost::integer as memories_lost_since_run,
        case when growth.past and latest.status <> 'judging' then

@@ -231,6 +231,40 @@ create table roi.judge_check_results (
   recorded_at timestamptz not null default now(),
   primary key (run_id, probe_id, kind)
 );
+-- A judge's measured error: one row per `zm-roi judge-check --record`, the judge (fingerprint as
+-- runs record it, model) and per label the four counts of its verdicts against the calibration set's
+-- gold labels (tp: gold true, judged true; fp: gold false, judged true; tn; fn). Counts only: no
+-- case text reaches the database. Written by the operator (the database owner); an owner reads the
+-- rows whose fingerprint judged one of their runs, and the runs view corrects a run's exclusive rate
+-- with the newest row of its judge (a newer check supersedes an older one). Append-only.
+create table roi.judge_calibrations (
+  id bigint generated always as identity primary key,
+  -- The check's usage events carry it as their run_id (purpose judge_check).
+  check_id uuid not null unique,
+  judge_fingerprint text not null check (length(judge_fingerprint) between 1 and 300),
+  model text not null check (length(model) between 1 and 200),
+  -- Cases put to the judge; the four counts of a label add up to those it judged (a case whose every
+  -- reply failed to parse is left out of the counts, never guessed).
+  case_count integer not null check (case_count > 0),
+  recorded_at timestamptz not null default now(),
+  with_memory_tp integer not null check (with_memory_tp >= 0),
+  with_memory_fp integer not null check (with_memory_fp >= 0),
+  with_memory_tn integer not null check (with_memory_tn >= 0),
+  with_memory_fn integer not null check (with_memory_fn >= 0),
+  without_memory_tp integer not null check (without_memory_tp >= 0),
+  without_memory_fp integer not null check (without_memory_fp >= 0),
+  without_memory_tn integer not null check (without_memory_tn >= 0),
+  without_memory_fn integer not null check (without_memory_fn >= 0),
+  exclusive_tp integer not null check (exclusive_tp >= 0),
+  exclusive_fp integer not null check (exclusive_fp >= 0),
+  exclusive_tn integer not null check (exclusive_tn >= 0),
+  exclusive_fn integer not null check (exclusive_fn >= 0),
+  check (with_memory_tp + with_memory_fp + with_memory_tn + with_memory_fn
+         = without_memory_tp + without_memory_fp + without_memory_tn + without_memory_fn),
+  check (with_memory_tp + with_memory_fp + with_memory_tn + with_memory_fn
+         = exclusive_tp + exclusive_fp + exclusive_tn + exclusive_fn),
+  check (with_memory_tp + with_memory_fp + with_memory_tn + with_memory_fn between 1 and case_count)
+);
 -- ============================================================================================
 -- Indexes
 -- ============================================================================================
@@ -250,3 +284,4 @@ create index closed_book_results_probe_idx on roi.closed_book_results (probe_id)
 create index run_judges_owner_idx on roi.run_judges (owner_id);
 create index judge_check_results_owner_idx on roi.judge_check_results (owner_id);
 create index judge_check_results_probe_idx on roi.judge_check_results (probe_id);
+create index judge_calibrations_fingerprint_idx on roi.judge_calibrations (judge_fingerprint, id desc);

@@ -22,7 +22,10 @@
 -- column, is the third leg's); and the judge checks: questions the gate sent back to the model or to their template, who judged (judge_fingerprint, and
 -- judge_changed against the previous run; null while either run has no judged verdict), how often the
 -- judge still said answerable with the source withheld, and how often reversing the results left a
--- judged verdict unchanged.
+-- judged verdict unchanged; last, the judge's measured error (docs/judge-calibration.md): whether
+-- the newest `zm-roi judge-check --record` of the run's judge exists, its sensitivity and specificity
+-- on the exclusive label, the exclusive rate corrected for them with its 95% interval
+-- (roi.judge_corrected_rate), why there is none when there is none, and the calibration's size.
 create view public.roi_benchmark_runs with (security_invoker = true) as
 select r.id as run_id,
        r.started_at,
@@ -65,7 +68,24 @@ select r.id as run_id,
        coalesce(jc.withheld_answered, 0)::integer as withheld_answered_count,
        coalesce(jc.reversed, 0)::integer as order_checked,
        coalesce(jc.reversed_agreed, 0)::integer as order_agreement_count,
-       r.embedding_minilm_model
+       r.embedding_minilm_model,
+       cal.run_id is not null as judge_calibrated,
+       round(cal.exclusive_tp::numeric / nullif(cal.exclusive_tp + cal.exclusive_fn, 0), 4) as judge_sensitivity,
+       round(cal.exclusive_tn::numeric / nullif(cal.exclusive_tn + cal.exclusive_fp, 0), 4) as judge_specificity,
+       cr.estimate as exclusive_rate_corrected,
+       cr.low as exclusive_rate_corrected_low,
+       cr.high as exclusive_rate_corrected_high,
+       case
+         when r.mode = 'deterministic' then
+           'no corrected rate in deterministic mode: the strict retrieval check is a stated bound (the '
+           'caveat), not a judge''s estimate to correct'
+         when position(' + ' in judge.fingerprint) > 0 then
+           'no corrected rate: the run was judged by more than one judge, and a calibration measures one'
+         when cal.run_id is null and coalesce(v.judged, 0) = 0 then 'no judged question to correct'
+         else coalesce(cr.note, format('corrected for the judge''s measured error on its newest calibration '
+                                       '(%s cases)', cal.case_count))
+       end as correction_note,
+       cal.case_count as judge_calibration_cases
 from roi.runs r
 left join roi.run_closures c on c.run_id = r.id
 left join lateral (
@@ -133,6 +153,16 @@ left join lateral (
   left join roi.verdicts x on x.run_id = j.run_id and x.probe_id = j.probe_id and not x.skipped
   where j.run_id = r.id
 ) jc on true
+left join lateral (
+  select r.id as run_id, c.case_count, c.exclusive_tp, c.exclusive_fn, c.exclusive_tn, c.exclusive_fp
+  from roi.judge_calibrations c
+  where r.mode = 'llm' and c.judge_fingerprint = judge.fingerprint
+  order by c.id desc
+  limit 1
+) cal on true
+left join lateral roi.judge_corrected_rate(v.exclusive::integer, v.judged::integer, cal.exclusive_tp,
+                                           cal.exclusive_fn, cal.exclusive_tn, cal.exclusive_fp) cr
+  on r.mode = 'llm'
 where r.owner_id = (select auth.uid());
 
 -- The headline split by the source's kind and by its scope (the layer it lives in). Per dimension
@@ -194,7 +224,9 @@ $$;
 -- run finished with every question skipped: no rate, even after an earlier score, which the trend
 -- keeps), ready (a score). `scored_run_id` is the one home of "the scored run": the newest complete
 -- run with a judged question, unless the latest run is no_score. `headline`, `explanation` and
--- `note` are the tile's remaining words (the invite's explanation quotes roi.settings.pool_target).
+-- `note` are the tile's remaining words (the invite's explanation quotes roi.settings.pool_target);
+-- `judge_note` says whether the scored run's judge is calibrated and, if so, the corrected rate
+-- (null in deterministic mode, where `caveat` speaks).
 -- It names the run list's columns it was defined with: `select *` in a view is expanded once, when
 -- the view is created, and the run list has grown since.
 -- Since the latest run started: knowledge memories learned (memories_gained_since_run) and
@@ -212,7 +244,9 @@ with me as (
 ), scored as (
   select run_id, started_at, finished_at, status, mode, probe_count, judged_count, skipped_count,
          with_memory_count, without_memory_count, exclusive_count, exclusive_rate, exclusive_rate_low,
-         exclusive_rate_high
+         exclusive_rate_high, judge_calibrated, judge_sensitivity, judge_specificity,
+         exclusive_rate_corrected, exclusive_rate_corrected_low, exclusive_rate_corrected_high,
+         correction_note, judge_calibration_cases
   from public.roi_benchmark_runs
   where status = 'complete' and judged_count > 0
     and not exists (select from latest l where l.status = 'complete' and l.judged_count = 0)
@@ -274,6 +308,24 @@ select case when latest.run_id is null then 'invite'
        case when scored.run_id is not null and latest.status = 'judging' then
          format('A newer run of %s questions is being judged.', latest.probe_count)
        end as note,
+       case
+         when scored.run_id is null or scored.mode = 'deterministic' then null
+         when scored.exclusive_rate_corrected is not null then
+           format('judge calibrated on %s cases (sensitivity %s%%, specificity %s%%): corrected rate %s%% '
+                  '(95%% %s–%s%%)', scored.judge_calibration_cases, round(100 * scored.judge_sensitivity),
+                  round(100 * scored.judge_specificity), round(100 * scored.exclusive_rate_corrected),
+                  round(100 * scored.exclusive_rate_corrected_low),
+                  round(100 * scored.exclusive_rate_corrected_high))
+         when scored.judge_calibrated and scored.judge_sensitivity + scored.judge_specificity - 1 < 0.3 then
+           format('judge calibrated on %s cases (sensitivity %s%%, specificity %s%%): too close to chance '
+                  'to correct, so the rate above is only what the judge said',
+                  scored.judge_calibration_cases, round(100 * scored.judge_sensitivity),
+                  round(100 * scored.judge_specificity))
+         when scored.judge_calibrated then
+           format('judge calibrated on %s cases: %s', scored.judge_calibration_cases, scored.correction_note)
+         when position('more than one judge' in scored.correction_note) > 0 then scored.correction_note
+         else 'judge not calibrated: an operator runs zm-roi judge-check --record'
+       end as judge_note,
        growth.gained::integer as memories_gained_since_run,
        growth.lost::integer as memories_lost_since_run,
        case when growth.past and latest.status <> 'judging' then
