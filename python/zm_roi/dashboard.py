@@ -122,6 +122,8 @@ def view_model(tile: dict | None, runs: list[dict], breakdown: list[dict] | None
         "judge_note": tile.get("judge_note"),
         # Raw beside corrected (LLM mode): what the judge said, and that with its measured error taken out.
         "corrected": diagnostics.corrected_rate(scored) if rate is not None else None,
+        # The view's own sentence once enough knowledge changed since the latest run; absent before.
+        "rerun_hint": tile.get("rerun_hint"),
         "exclusive_count": tile.get("exclusive_count"),
         "judged_count": tile.get("judged_count"),
         "judging": tile["state"] == "judging",

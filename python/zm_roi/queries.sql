@@ -264,6 +264,10 @@ from public.roi_benchmark_runs r;
 select coalesce(jsonb_agg(to_jsonb(b) order by b.run_id, b.dimension, b.value), '[]'::jsonb)
 from public.roi_benchmark_breakdown b;
 
+-- The CI gate's pairing of a run with its previous comparable run (zm-roi gate).
+-- name: benchmark_comparison
+select public.roi_benchmark_comparison(%(run_id)s::uuid);
+
 -- The worker (connected as roi_worker): the verbs of supabase/migrations/*_roi_worker.sql.
 
 -- name: worker_listen

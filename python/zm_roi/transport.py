@@ -22,6 +22,7 @@ from zm_roi.settings import Settings
 TILE_VIEW = "roi_benchmark_tile"
 RUNS_VIEW = "roi_benchmark_runs"
 BREAKDOWN_VIEW = "roi_benchmark_breakdown"
+COMPARISON_RPC = "roi_benchmark_comparison"
 
 
 class Transport(Protocol):
@@ -41,6 +42,10 @@ class Transport(Protocol):
 
     def breakdown(self) -> list[dict]:
         """The caller's rows of public.roi_benchmark_breakdown (every run, by kind and by scope)."""
+        ...
+
+    def comparison(self, run_id: str) -> dict | None:
+        """public.roi_benchmark_comparison(run_id): the run paired with its previous comparable run."""
         ...
 
 
@@ -70,7 +75,10 @@ class LocalTransport:
     def breakdown(self) -> list[dict]:
         return self._as_user("benchmark_breakdown", f"/{BREAKDOWN_VIEW}")
 
-    def _as_user(self, name: str, path: str):
+    def comparison(self, run_id: str) -> dict | None:
+        return self._as_user("benchmark_comparison", f"/rpc/{COMPARISON_RPC}", {"run_id": run_id})
+
+    def _as_user(self, name: str, path: str, params: dict | None = None):
         claims = self.claims()
         with (
             database_errors(),
@@ -86,7 +94,7 @@ class LocalTransport:
                     f"the access token names user {claims['sub']}, who does not exist in this database: "
                     "mint a new one with `zm-roi token --user EMAIL`"
                 )
-            row = conn.execute(query(name)).fetchone()
+            row = conn.execute(query(name), params).fetchone()
         return None if row is None else row[0]
 
 
@@ -115,6 +123,10 @@ class SupabaseTransport:
     def breakdown(self) -> list[dict]:
         with self._client() as client:
             return client.table(BREAKDOWN_VIEW).select("*").execute().data
+
+    def comparison(self, run_id: str) -> dict | None:
+        with self._client() as client:
+            return client.rpc(COMPARISON_RPC, {"target_run": run_id}).execute().data
 
     @contextmanager
     def _client(self):

@@ -59,7 +59,13 @@ create table roi.settings (
   -- How many query embeddings that recall takes after its five arguments (0, 1: the first model's, 2:
   -- also MiniLM's): recorded whenever recall_function is written (roi.note_recall_embeddings), read by
   -- every run.
-  recall_embeddings smallint not null default 2 check (recall_embeddings between 0 and 2)
+  recall_embeddings smallint not null default 2 check (recall_embeddings between 0 and 2),
+  -- The tile's rerun_hint appears once this many knowledge memories were learned or invalidated
+  -- since the latest run started. 20, the default pool target: by then the memories learned could
+  -- make a whole pool of fresh questions, and the corpus the last score describes has changed by as
+  -- much as the benchmark asks about; far fewer would move a 20-question rate by less than its
+  -- interval (about 40 points wide) can show.
+  rerun_hint_growth integer not null default 20 check (rerun_hint_growth >= 1)
 );
 insert into roi.settings default values;
 

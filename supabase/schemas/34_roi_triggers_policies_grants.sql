@@ -185,11 +185,12 @@ grant execute on function roi.inside_benchmark(), roi.open_gate(), roi.close_gat
   roi.open_run(), roi.owner_lock_key(uuid), roi.run_lock_key(uuid), roi.wait_for_owner_lock(bigint),
   roi.wilson_bound(bigint, bigint, boolean), roi.sign_test_p(bigint, bigint),
   roi.run_judge_fingerprint(uuid, text), roi.hand_template_questions_to_writer(),
+  roi.knowledge_growth_since(timestamptz),
   roi.judge_corrected_rate(integer, integer, integer, integer, integer, integer)
   to authenticated;
 
-revoke execute on function public.benchmark_memory() from public, anon;
-grant execute on function public.benchmark_memory() to authenticated;
+revoke execute on function public.benchmark_memory(), public.roi_benchmark_comparison(uuid) from public, anon;
+grant execute on function public.benchmark_memory(), public.roi_benchmark_comparison(uuid) to authenticated;
 
 revoke all on public.roi_benchmark_runs, public.roi_benchmark_breakdown, public.roi_benchmark_tile
   from anon, authenticated;

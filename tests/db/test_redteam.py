@@ -46,6 +46,7 @@ EXPOSED_FUNCTIONS = {
     "recall",
     "recall_lexical",
     "recall_query",
+    "roi_benchmark_comparison",
 }
 SYSTEM_SCHEMAS = ("pg_catalog", "information_schema", "pg_toast")
 
@@ -412,6 +413,7 @@ def argument_choices(conn, owner: uuid.UUID) -> dict[str, list]:
         "boolean": [False, True],
         "vector": [None],
         "memories[]": ["{}", rows],
+        "timestamp with time zone": ["-infinity", "2000-01-01T00:00:00Z"],
     }
 
 

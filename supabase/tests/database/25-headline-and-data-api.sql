@@ -150,7 +150,8 @@ select set_eq($$select name from api_relations$$,
         'roi_benchmark_runs', 'roi_benchmark_tile', 'team_members', 'teams', 'usage_events'],
   'authenticated reaches exactly the allowlisted relations in public and graphql_public');
 select set_eq($$select name from api_functions$$,
-  array['benchmark_memory', 'caller_project_ids', 'caller_team_ids', 'recall', 'recall_lexical', 'recall_query'],
+  array['benchmark_memory', 'caller_project_ids', 'caller_team_ids', 'recall', 'recall_lexical', 'recall_query',
+        'roi_benchmark_comparison'],
   'authenticated executes exactly the allowlisted functions in public and graphql_public');
 select is_empty($$select name from anon_reach$$,
   'anon selects from nothing and executes nothing in public, graphql_public, roi and auth');
