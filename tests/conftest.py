@@ -136,13 +136,13 @@ def reliability() -> ReliabilityLog:
 def pytest_sessionfinish(session, exitstatus):
     if _reliability.rows:
         _reliability.write(readme_tables.REPORT)
-        # A run that measured every scenario the README quotes holds the README to its figures.
+        # A run that measured every scenario docs/reliability.md quotes holds the page to its figures.
         differences = readme_tables.reliability_differences(
-            readme_tables.README.read_text(), readme_tables.REPORT.read_text()
+            readme_tables.PAGE.read_text(), readme_tables.REPORT.read_text()
         )
         if differences:
             print(
-                "\nREADME.md's reliability table differs from what this run measured "
+                "\ndocs/reliability.md's reliability table differs from what this run measured "
                 "(regenerate it: python -m tests.readme_tables):\n  " + "\n  ".join(differences),
                 file=sys.stderr,
             )

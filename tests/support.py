@@ -166,3 +166,14 @@ def wait_for(predicate: Callable[[], object], timeout: float = 60.0, fail: bool 
             return False
         time.sleep(0.05)
     return True
+
+
+def forget_calibrations(db_url: str, fingerprints: list[str] = (), check_ids: list = ()) -> None:
+    """Cleanup only: judge calibrations a test recorded. The append-only triggers stand down for a
+    superuser session in replica mode, which no client role can enter."""
+    with psycopg.connect(db_url) as conn:
+        conn.execute("set local session_replication_role = replica")
+        conn.execute(
+            "delete from roi.judge_calibrations where judge_fingerprint = any(%s) or check_id = any(%s::uuid[])",
+            (list(fingerprints), [str(check_id) for check_id in check_ids]),
+        )

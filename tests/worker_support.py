@@ -203,6 +203,8 @@ class FakeOpenAI(ThreadingHTTPServer):
         self.requests: list[dict] = []
         self.holding = threading.Condition(self.lock)
         self.held_calls = 0
+        # A judge's reply per prompt (text), when a test scripts one; otherwise GOOD_VERDICT.
+        self.judge_reply: Callable[[str], str] | None = None
 
     def hold_next_judgment(self, count: int = 1) -> None:
         with self.lock:
@@ -230,7 +232,8 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.server.requests.append({"path": self.path, "model": body["model"], "auth": self.headers["Authorization"]})
         if "judge" in body["model"]:
-            content = json.dumps(GOOD_VERDICT)
+            scripted = self.server.judge_reply
+            content = scripted(body["messages"][0]["content"]) if scripted else json.dumps(GOOD_VERDICT)
             if self.server.take_hold():
                 self.server.held.set()
                 self.server.let_go.wait(120)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from decimal import Decimal, InvalidOperation
@@ -184,15 +185,19 @@ def cmd_recall(args: argparse.Namespace, config: settings.Settings) -> None:
         raise UserError(f"the question has {len(args.question):,} characters; ask in at most {MAX_QUESTION:,}")
     if not args.question.strip():
         raise UserError("the question is empty: ask something")
+    # Hints (vectors of another model) go to stderr, so the hits printed survive a pipe.
+    notes: list[str] = []
     if args.json:
         import json
 
         from zm_roi.recall import recall_hits
 
-        hits = recall_hits(database_url(config), args.question, args.user, args.project, args.limit, args.team)
+        hits = recall_hits(database_url(config), args.question, args.user, args.project, args.limit, args.team, notes)
         print(json.dumps(hits, indent=2, ensure_ascii=False))
     else:
-        print_recall(database_url(config), args.question, args.user, args.project, args.limit, args.team)
+        print_recall(database_url(config), args.question, args.user, args.project, args.limit, args.team, notes)
+    for note in notes:
+        print(f"zm-roi: {note}", file=sys.stderr)
 
 
 def embedder_database_url(config: settings.Settings) -> str:
@@ -253,7 +258,8 @@ def cmd_worker(args: argparse.Namespace, config: settings.Settings) -> None:
         )
 
 
-def cmd_judge_check(args: argparse.Namespace, config: settings.Settings) -> None:
+def cmd_judge_check(args: argparse.Namespace, config: settings.Settings) -> int:
+    """Exit 0 when the judge meets the thresholds of docs/judge-calibration.md, 1 when it does not."""
     import json
 
     from zm_roi import judgecheck, llm
@@ -266,8 +272,10 @@ def cmd_judge_check(args: argparse.Namespace, config: settings.Settings) -> None
         config.operator_email,
         timeout=config.model_timeout_seconds,
         concurrency=config.worker_concurrency,
+        record=args.record,
     )
     print(json.dumps(report, indent=2) if args.json else judgecheck.format_report(report))
+    return 0 if report["verdict"]["passed"] else 1
 
 
 def cmd_set_key(args: argparse.Namespace, config: settings.Settings) -> None:
@@ -311,17 +319,58 @@ def cmd_schedule(args: argparse.Namespace, config: settings.Settings) -> None:
         )
 
 
-def cmd_token(args: argparse.Namespace, config: settings.Settings) -> None:
+def local_token(config: settings.Settings, email: str, ttl: int) -> tuple[str, str, str]:
+    """An access token for a user of the local database (embedded or ZM_DB_URL), signed with its JWT
+    secret, as Supabase Auth would sign one: (database URL, JWT secret, token)."""
     from zm_roi import tokens, transport
 
     if not config.db_url:
         running_cluster(config)
     db_url, jwt_secret = transport.local_database(config, embedded_cluster(config))
     with localdb.connect(db_url) as conn:
-        row = conn.execute(query("user_id_by_email"), {"email": args.user}).fetchone()
+        row = conn.execute(query("user_id_by_email"), {"email": email}).fetchone()
     if row is None:
-        raise UserError(f"no user {args.user}: import memories for them first")
-    print(tokens.mint(jwt_secret, row[0], args.user, args.ttl))
+        raise UserError(f"no user {email}: import memories for them first")
+    return db_url, jwt_secret, tokens.mint(jwt_secret, row[0], email, ttl)
+
+
+def cmd_token(args: argparse.Namespace, config: settings.Settings) -> None:
+    print(local_token(config, args.user, args.ttl)[2])
+
+
+def cmd_gate(args: argparse.Namespace, config: settings.Settings) -> int:
+    import json
+
+    from zm_roi import gate, transport
+
+    if args.alpha is not None and not args.no_regression:
+        raise UserError("--alpha sets the significance of --no-regression: give --no-regression too")
+    rules = gate.Rules(
+        min_rate=args.min_rate,
+        no_regression=args.no_regression,
+        alpha=gate.DEFAULT_ALPHA if args.alpha is None else args.alpha,
+    ).check()
+    if args.user:
+        # The same user as every other command's --user, through the same door as the token path:
+        # a token minted for them, verified, and the calls made as them under RLS.
+        if config.supabase_url or config.supabase_anon_key:
+            raise UserError("--user works with the local database only: against Supabase, set ZM_ACCESS_TOKEN")
+        db_url, jwt_secret, token = local_token(config, args.user, int(args.timeout) + 600)
+        as_user = transport.LocalTransport(db_url, jwt_secret, token)
+    else:
+        as_user = make_transport(config)
+
+    def say(text: str) -> None:
+        print(f"zm-roi gate: {text}", file=sys.stderr, flush=True)
+
+    outcome = gate.run_gate(as_user, rules, timeout=args.timeout, say=say)
+    if args.json:
+        print(json.dumps(outcome.as_json(), indent=2))
+    elif args.markdown:
+        print(gate.markdown_report(outcome))
+    else:
+        print(gate.text_report(outcome))
+    return outcome.decision.code
 
 
 def cmd_mcp(args: argparse.Namespace, config: settings.Settings) -> None:
@@ -355,6 +404,24 @@ def bounded_int(low: int, high: int, what: str):
             value = None
         if value is None or not low <= value <= high:
             raise argparse.ArgumentTypeError(f"{what} from {low:,} to {high:,}, not {text!r}")
+        return value
+
+    return parse
+
+
+def bounded_float(low: float, high: float, what: str, *, open_interval: bool = False):
+    """An argparse type: a number in [low, high] (or (low, high) with `open_interval`), refused with a
+    message that gives the range."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        inside = low < value < high if open_interval else low <= value <= high
+        if not inside:
+            brackets = f"between {low:g} and {high:g} exclusive" if open_interval else f"from {low:g} to {high:g}"
+            raise argparse.ArgumentTypeError(f"{what} {brackets}, not {text!r}")
         return value
 
     return parse
@@ -459,15 +526,63 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dash.set_defaults(func=cmd_dashboard)
 
+    gate_cmd = sub.add_parser(
+        "gate",
+        help="run the benchmark as a CI check: exit 0 held, 1 failed, 2 could not measure or not comparable",
+        description=(
+            "Start a run as the user, wait for its verdicts and decide by the rules given (at least one). "
+            "Exit 0: held. 1: failed. 2: could not measure (timeout, nothing judged, no knowledge, stopped by "
+            "the spending cap), not comparable (the judge changed, no previous comparable run), or bad input."
+        ),
+    )
+    gate_cmd.add_argument(
+        "--min-rate",
+        type=bounded_float(0, 1, "a rate"),
+        metavar="R",
+        help="fail when the exclusive rate's 95%% upper bound is below R (0 to 1)",
+    )
+    gate_cmd.add_argument(
+        "--no-regression",
+        action="store_true",
+        help="fail when the paired comparison with the previous comparable run is a significant regression",
+    )
+    gate_cmd.add_argument(
+        "--alpha",
+        type=bounded_float(0, 1, "a significance level", open_interval=True),
+        metavar="A",
+        help="significance of --no-regression's sign test (default: 0.05)",
+    )
+    shown = gate_cmd.add_mutually_exclusive_group()
+    shown.add_argument("--markdown", action="store_true", help="print a before/after table for a pull-request comment")
+    shown.add_argument("--json", action="store_true", help="print the same as one JSON object")
+    gate_cmd.add_argument(
+        "--timeout",
+        type=bounded_float(1, 86400, "a number of seconds"),
+        default=900.0,
+        metavar="S",
+        help="give up waiting for the run after S seconds in all (default: 900), exit 2",
+    )
+    gate_cmd.add_argument(
+        "--user", metavar="EMAIL", help="as this user of the local database (default: ZM_ACCESS_TOKEN's user)"
+    )
+    gate_cmd.set_defaults(func=cmd_gate)
+
     worker = sub.add_parser("worker", help="write probe questions and judge recalls with a model (LLM mode)")
     worker.add_argument("--once", action="store_true", help="drain what is queued now, then exit")
     worker.set_defaults(func=cmd_worker)
 
     check = sub.add_parser(
-        "judge-check", help="put the judge prompt to a model on the shipped calibration set: accuracy, kappa, decoys"
+        "judge-check",
+        help="put the judge prompt to a model on the shipped calibration set: sensitivity, specificity, "
+        "kappa, decoys, a verdict (exit 1 below the thresholds)",
     )
     check.add_argument("--model", metavar="M", help="the litellm model to check (default: ZM_JUDGE_MODEL)")
     check.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    check.add_argument(
+        "--record",
+        action="store_true",
+        help="store the counts as this judge's calibration: the runs it judged get a corrected rate",
+    )
     check.set_defaults(func=cmd_judge_check)
 
     set_key = sub.add_parser("set-key", help="store a user's own provider key (read from standard input)")
@@ -488,7 +603,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = settings.load()
         with database_errors():
-            args.func(args, config)
+            code = args.func(args, config)
     except UserError as exc:
         print(f"zm-roi: {exc}", file=sys.stderr)
         return 2
@@ -499,7 +614,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("zm-roi: interrupted", file=sys.stderr)
         return 130
-    return 0
+    # A command that decides an exit status (the gate; judge-check below its thresholds) returns it.
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":

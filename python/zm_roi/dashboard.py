@@ -107,6 +107,7 @@ def view_model(tile: dict | None, runs: list[dict], breakdown: list[dict] | None
         # The view has a row for every signed-in caller; none means the API hid it (not our words to invent).
         raise UserError("the tile view returned no row for this token: is public.roi_benchmark_tile exposed?")
     rate = percent(tile.get("exclusive_rate"))
+    scored = diagnostics.scored_run(tile, runs)
     return {
         "state": tile["state"],
         "has_score": rate is not None,
@@ -118,6 +119,11 @@ def view_model(tile: dict | None, runs: list[dict], breakdown: list[dict] | None
         "explanation": tile.get("explanation"),
         "note": tile.get("note"),
         "caveat": tile.get("caveat"),
+        "judge_note": tile.get("judge_note"),
+        # Raw beside corrected (LLM mode): what the judge said, and that with its measured error taken out.
+        "corrected": diagnostics.corrected_rate(scored) if rate is not None else None,
+        # The view's own sentence once enough knowledge changed since the latest run; absent before.
+        "rerun_hint": tile.get("rerun_hint"),
         "exclusive_count": tile.get("exclusive_count"),
         "judged_count": tile.get("judged_count"),
         "judging": tile["state"] == "judging",
@@ -144,7 +150,7 @@ def view_model(tile: dict | None, runs: list[dict], breakdown: list[dict] | None
             for run in runs[:RECENT_RUNS]
         ],
         "more_runs": max(0, len(runs) - RECENT_RUNS),
-        "diagnostics": explained(diagnostics.scored_run(tile, runs), breakdown or []),
+        "diagnostics": explained(scored, breakdown or []),
         "rendered_at": datetime.now(UTC).strftime("%-d %b %Y, %H:%M UTC"),
     }
 

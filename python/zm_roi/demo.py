@@ -125,7 +125,8 @@ def wait_for_verdicts(transport: LocalTransport, llm: bool, timeout: float = 120
 
 
 def describe_tile(tile: dict) -> list[str]:
-    """The tile as public.roi_benchmark_tile words it: state, hint and (deterministic mode) its caveat."""
+    """The tile as public.roi_benchmark_tile words it: state, hint, (deterministic mode) its caveat and
+    (LLM mode) its judge note."""
     if tile.get("exclusive_rate") is None:
         return [f"  state: {tile['state']}", f"  {tile['hint']}"]
     rate, low, high = (percent_text(tile[f"exclusive_rate{end}"]) for end in ("", "_low", "_high"))
@@ -138,6 +139,8 @@ def describe_tile(tile: dict) -> list[str]:
     ]
     if tile.get("caveat"):
         lines.append(f"  ({tile['caveat']})")
+    if tile.get("judge_note"):
+        lines.append(f"  {tile['judge_note']}")
     return lines
 
 

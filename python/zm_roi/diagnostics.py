@@ -78,12 +78,29 @@ def paired_line(run: dict) -> str:
         return "No question in common with the previous run, so no paired comparison."
     up, down = run.get("improved_count") or 0, run.get("regressed_count") or 0
     shared = _count(paired, "shared question")
+    # Question by question only the judge's own verdicts exist: the comparison is of raw verdicts, and
+    # says so beside a judge-corrected rate.
+    raw = "raw verdicts, not the judge-corrected rate"
     if up == down == 0:
-        return f"No change against the previous run on {shared}."
+        return f"No change against the previous run on {shared} ({raw})."
     sentence = f"+{up} / −{down} against the previous run on {shared}, {p_text(run['paired_p_value'])}"
     if float(run["paired_p_value"]) >= 0.05:
         sentence += " (could be chance)"
-    return sentence + "."
+    return sentence + f"; it compares {raw}."
+
+
+def corrected_rate(run: dict | None) -> dict | None:
+    """LLM mode only: the run's rate corrected for its judge's measured error, in whole percents beside
+    the raw one, or why there is none (the runs view's correction_note)."""
+    if run is None or run.get("mode") != "llm":
+        return None
+    return {
+        "rate": percent(run.get("exclusive_rate_corrected")),
+        "low": percent(run.get("exclusive_rate_corrected_low")),
+        "high": percent(run.get("exclusive_rate_corrected_high")),
+        "calibrated": bool(run.get("judge_calibrated")),
+        "note": run.get("correction_note"),
+    }
 
 
 def dollars(amount) -> str:

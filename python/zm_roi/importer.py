@@ -218,7 +218,22 @@ def import_memories(db_url: str, path: Path, target: Target, *, quiet: bool = Fa
                     f"{exc}; the {result.imported + result.skipped} memories of {path} are written and searchable: "
                     "run the same import again (or `zm-roi embed`) to embed what is left"
                 ) from None
+            result.notes += stale_embeddings(conn, _layers(memories, place), models)
     return result
+
+
+def stale_embeddings(conn: psycopg.Connection, layers: list[tuple[str, str]], models: dict[str, str]) -> list[str]:
+    """A hint per leg when the layers just written into hold vectors of another model than the one in
+    force (ZM_EMBEDDING_MODEL changed since they were embedded): recall leaves that leg out there."""
+    from zm_roi.recall import stale_hint
+
+    stale: dict[str, list[tuple[str, int]]] = {}
+    for scope, layer_id in layers:
+        params = {"scope": scope, "layer_id": layer_id, **{leg: models.get(leg) for leg in embeddings.LEGS}}
+        for leg, model, count in conn.execute(query("stale_embedding_models_in_layer"), params).fetchall():
+            stale.setdefault(leg, []).append((model, count))
+    consequence = "`zm-roi recall` leaves that semantic leg out here"
+    return [stale_hint(held, models[leg], consequence) for leg, held in stale.items()]
 
 
 def checked_target(target: Target) -> Target:

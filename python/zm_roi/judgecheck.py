@@ -3,11 +3,18 @@ put to the model on a calibration set shipped with the package (data/judge_calib
 written by hand from public engineering knowledge, each with gold labels decided case by case; sources
 in data/judge_calibration.SOURCES.md), and its verdicts are compared with the gold labels.
 
-Per label it reports accuracy and Cohen's kappa (agreement corrected for chance, which a lenient judge
-cannot inflate by saying "true" to everything), each with a Wilson 95% interval, and the false-positive
-rate on the two decoy kinds of the LoCoMo judge audit (surfaced sets that are vague but on topic, and
-specific but wrong). Replies fail closed as in the worker: a reply that does not parse is retried, and a
-case whose every attempt fails is skipped and counted, never guessed.
+Per label (with_memory, without_memory, and exclusive: with_memory and not without_memory, the headline's
+own label) it reports sensitivity and specificity, each with a Wilson 95% interval (a yes-machine wins on
+overall agreement, so the two are reported apart), beside accuracy and Cohen's kappa, and the
+false-positive rate on the two decoy kinds of the LoCoMo judge audit (surfaced sets that are vague but on
+topic, and specific but wrong). A verdict says whether the judge meets the thresholds of
+docs/judge-calibration.md (THRESHOLDS); the command exits 1 when it does not. Replies fail closed as in
+the worker: a reply that does not parse is retried, and a case whose every attempt fails is skipped and
+counted, never guessed.
+
+`--record` stores the four counts per label, the judge's fingerprint (as runs record it), the model and
+the case count in roi.judge_calibrations, which the runs view reads to correct the exclusive rate of
+every run that judge judged. No case text reaches the database.
 
 Every call is metered as a usage event with purpose `judge_check`, on the deployment's key, attributed
 to the operator: the auth user ZM_OPERATOR_EMAIL (operator@zm-roi.invalid unless set; created on first
@@ -27,6 +34,7 @@ from typing import Any
 import psycopg
 
 from zm_roi import llm, prompts
+from zm_roi.errors import UserError
 from zm_roi.queries import query
 from zm_roi.worker import RETRYABLE, describe
 
@@ -35,7 +43,9 @@ PURPOSE = "judge_check"
 # Attempts per case: a reply that does not parse is asked again, as the worker's queue would.
 ATTEMPTS = 3
 DECOYS = {"vague": "vague but on topic", "wrong": "specific but wrong"}
-LABELS = ("with_memory", "without_memory")
+LABELS = ("with_memory", "without_memory", "exclusive")
+# What a judge must meet to be fit to judge (docs/judge-calibration.md says why each).
+THRESHOLDS = {"exclusive_youden_min": 0.6, "decoy_rate_max": 0.2, "skipped_share_max": 0.1}
 Z95 = 1.959963984540054
 
 
@@ -52,6 +62,11 @@ class Case:
     surfaced: list[dict]
     with_memory: bool
     without_memory: bool
+
+    @property
+    def exclusive(self) -> bool:
+        """The headline's label: memory answers it and a bare agent could not."""
+        return self.with_memory and not self.without_memory
 
     def prompt(self) -> str:
         return prompts.judge_prompt(self.question, self.kind, self.title, self.body, self.surfaced)
@@ -100,12 +115,27 @@ def wilson(k: int, n: int) -> tuple[float, float]:
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
+def judged_label(verdict: prompts.Judgment, label: str) -> bool:
+    if label == "exclusive":
+        return verdict.with_memory and not verdict.without_memory
+    return getattr(verdict, label)
+
+
 def label_figures(pairs: list[tuple[bool, bool]]) -> dict[str, Any]:
-    """Accuracy and Cohen's kappa of (gold, judged) pairs. Kappa's interval maps the Wilson interval of
-    the observed agreement through kappa = (po - pe) / (1 - pe), holding the chance agreement pe fixed:
-    an approximation, stated as such in the README. Kappa is None when pe = 1 (one class only)."""
+    """Of (gold, judged) pairs: the four counts; sensitivity (judged true among gold true) and
+    specificity (judged false among gold false), each with its Wilson 95% interval, and Youden's J =
+    sensitivity + specificity - 1 (0 for a judge that says the same to everything); accuracy and
+    Cohen's kappa. Kappa's interval maps the Wilson interval of the observed agreement through kappa =
+    (po - pe) / (1 - pe), holding the chance agreement pe fixed: an approximation, stated as such in
+    docs/reading-a-run.md. Kappa is None when pe = 1 (one class only); a rate is None when its class is empty."""
     n = len(pairs)
     agreed = sum(gold == judged for gold, judged in pairs)
+    counts = {
+        "tp": sum(gold and judged for gold, judged in pairs),
+        "fp": sum(not gold and judged for gold, judged in pairs),
+        "tn": sum(not gold and not judged for gold, judged in pairs),
+        "fn": sum(gold and not judged for gold, judged in pairs),
+    }
     low, high = wilson(agreed, n)
     figures: dict[str, Any] = {
         "n": n,
@@ -116,7 +146,22 @@ def label_figures(pairs: list[tuple[bool, bool]]) -> dict[str, Any]:
         "kappa": None,
         "kappa_low": None,
         "kappa_high": None,
+        **counts,
     }
+    for name, hits, total in (
+        ("sensitivity", counts["tp"], counts["tp"] + counts["fn"]),
+        ("specificity", counts["tn"], counts["tn"] + counts["fp"]),
+    ):
+        rate_low, rate_high = wilson(hits, total)
+        figures.update(
+            {
+                name: _r(hits / total) if total else None,
+                f"{name}_low": _r(rate_low) if total else None,
+                f"{name}_high": _r(rate_high) if total else None,
+            }
+        )
+    both = figures["sensitivity"] is not None and figures["specificity"] is not None
+    figures["youden"] = _r(figures["sensitivity"] + figures["specificity"] - 1) if both else None
     if n == 0:
         return figures
     gold_yes = sum(gold for gold, _ in pairs) / n
@@ -164,7 +209,7 @@ def summarise(model: str, results: list[Judged]) -> dict[str, Any]:
         "skipped_cases": sorted(r.case.id for r in results if r.verdict is None),
     }
     for label in LABELS:
-        report[label] = label_figures([(getattr(r.case, label), getattr(r.verdict, label)) for r in done])
+        report[label] = label_figures([(getattr(r.case, label), judged_label(r.verdict, label)) for r in done])
     decoys = {}
     for decoy, description in DECOYS.items():
         mine = [r for r in done if r.case.decoy == decoy]
@@ -187,7 +232,49 @@ def summarise(model: str, results: list[Judged]) -> dict[str, Any]:
         output_tokens=sum(reply.output_tokens for reply in replies),
         cost_usd=None if not replies or None in costs else round(sum(costs), 6),
     )
+    report["verdict"] = verdict(report)
     return report
+
+
+def verdict(report: dict[str, Any]) -> dict[str, Any]:
+    """Whether the judge is fit to judge, against THRESHOLDS, and every reason it is not."""
+    failures = []
+    youden = report["exclusive"]["youden"]
+    minimum = THRESHOLDS["exclusive_youden_min"]
+    if youden is None:
+        failures.append("the exclusive label cannot be measured: the judged cases hold only one of its classes")
+    elif youden < minimum:
+        ex = report["exclusive"]
+        failures.append(
+            f"exclusive Youden's J {youden:.2f} is below {minimum:.2f} (sensitivity {_pct(ex['sensitivity'])}, "
+            f"specificity {_pct(ex['specificity'])})"
+        )
+    for decoy in report["decoys"].values():
+        if decoy["rate"] is not None and decoy["rate"] > THRESHOLDS["decoy_rate_max"]:
+            failures.append(
+                f"{decoy['false_positives']} of {decoy['n']} decoys {decoy['description']} judged answered "
+                f"({_pct(decoy['rate'])}, above {_pct(THRESHOLDS['decoy_rate_max'])})"
+            )
+    skipped_share = report["skipped"] / report["cases"] if report["cases"] else 1.0
+    if skipped_share > THRESHOLDS["skipped_share_max"]:
+        failures.append(
+            f"{report['skipped']} of {report['cases']} cases got no parseable reply "
+            f"({_pct(skipped_share)}, above {_pct(THRESHOLDS['skipped_share_max'])})"
+        )
+    return {"passed": not failures, "failures": failures, "thresholds": dict(THRESHOLDS)}
+
+
+def calibration_row(report: dict[str, Any]) -> dict[str, Any]:
+    """The parameters of queries.sql's record_judge_calibration: counts only, no case text."""
+    row = {
+        "check_id": report["check_id"],
+        "judge_fingerprint": report["judge_fingerprint"],
+        "model": report["model"],
+        "case_count": report["cases"],
+    }
+    for label in LABELS:
+        row.update({f"{label}_{count}": report[label][count] for count in ("tp", "fp", "tn", "fn")})
+    return row
 
 
 def run_check(
@@ -199,8 +286,10 @@ def run_check(
     timeout: float = 90.0,
     concurrency: int = 8,
     cases: list[Case] | None = None,
+    record: bool = False,
 ) -> dict[str, Any]:
-    """Judge every case (`concurrency` calls in flight) and meter each call as it comes back."""
+    """Judge every case (`concurrency` calls in flight) and meter each call as it comes back; with
+    `record`, store the counts as the judge's calibration (refused when no case was judged)."""
     complete = complete or llm.litellm.completion
     cases = load_cases() if cases is None else cases
     check_id = uuid.uuid4()
@@ -230,7 +319,13 @@ def run_check(
                 results.append(judged)
     results.sort(key=lambda r: r.case.id)
     report = summarise(model, results)
-    report.update(operator=operator_email, check_id=str(check_id))
+    report.update(operator=operator_email, check_id=str(check_id), recorded=None)
+    if record:
+        if not report["judged"]:
+            raise UserError("judge-check --record: no case was judged, so there is no calibration to record")
+        with psycopg.connect(db_url, autocommit=True) as conn:
+            row_id, recorded_at = conn.execute(query("record_judge_calibration"), calibration_row(report)).fetchone()
+        report["recorded"] = {"id": row_id, "recorded_at": recorded_at.isoformat()}
     return report
 
 
@@ -253,7 +348,12 @@ def format_report(report: dict[str, Any]) -> str:
     for label in LABELS:
         f = report[label]
         lines.append(
-            f"  {label + ':':<16}accuracy {_pct(f['accuracy'])} (95% CI {_pct(f['accuracy_low'])}–"
+            f"  {label + ':':<16}sensitivity {_pct(f['sensitivity'])} (95% CI {_pct(f['sensitivity_low'])}–"
+            f"{_pct(f['sensitivity_high'])}), specificity {_pct(f['specificity'])} (95% CI "
+            f"{_pct(f['specificity_low'])}–{_pct(f['specificity_high'])}), Youden's J {_kappa(f['youden'])}"
+        )
+        lines.append(
+            f"  {'':<16}accuracy {_pct(f['accuracy'])} (95% CI {_pct(f['accuracy_low'])}–"
             f"{_pct(f['accuracy_high'])}), kappa {_kappa(f['kappa'])} "
             f"(95% CI {_kappa(f['kappa_low'])}–{_kappa(f['kappa_high'])}), {f['agreed']} of {f['n']} agree"
         )
@@ -266,4 +366,20 @@ def format_report(report: dict[str, Any]) -> str:
         f"  {report['calls']} calls, {report['input_tokens']:,} + {report['output_tokens']:,} tokens{cost}, "
         f"metered to {report['operator']} (purpose {PURPOSE}, run {report['check_id']})"
     )
+    if report["recorded"]:
+        lines.append(
+            f"  recorded as the calibration of {report['judge_fingerprint']}: the runs it judged show a "
+            "corrected exclusive rate"
+        )
+    else:
+        lines.append("  not recorded (add --record to make it the calibration the runs view corrects with)")
+    checked = report["verdict"]
+    if checked["passed"]:
+        lines.append(
+            f"verdict: PASS, fit to judge (exclusive Youden's J {_kappa(report['exclusive']['youden'])} ≥ "
+            f"{THRESHOLDS['exclusive_youden_min']:.2f}, every decoy kind answered at most "
+            f"{_pct(THRESHOLDS['decoy_rate_max'])}, at most {_pct(THRESHOLDS['skipped_share_max'])} skipped)"
+        )
+    else:
+        lines.append("verdict: FAIL, not fit to judge: " + "; ".join(checked["failures"]))
     return "\n".join(lines)

@@ -42,22 +42,28 @@ Statuses:
 Each call may start a new run, so call it when the user wants a fresh measurement, not to poll."""
 
 RESULTS_DESCRIPTION = """\
-The user's "Only memory knows" tile: the share of benchmark questions their memory answered that a
-bare agent could not (the exclusive rate, with its 95% interval), how many were judged, the trend over
+The user's "Only memory knows" tile: the share of benchmark questions their memory answered that a bare
+agent could not (the exclusive rate, with its 95% interval), how many were judged, the trend over
 completed runs, and whether a run is still being judged (state judging) or finished with no question
 judged (state no_score: no rate, even after an earlier score; call benchmark_memory again) or was stopped
 by a spending cap (state aborted_budget: never scored or compared; the words say what it spent). `hint` says
-what the count is ("N of M questions only memory answered"). In deterministic mode `caveat` says which figure
-is bounded in which direction. `diagnostics` explains the scored run: whether
-search surfaced each question's source memory (count, MRR, median rank, agreement with the judge), the
-rate by kind and by layer, the paired change against the previous run (with an exact sign test), what
-the run's model calls cost, the closed-book spot-check of the judge when enabled, and the judge checks:
-who judged (judge_fingerprint; judge_changed, when the paired comparison is not comparable and has no
-p-value), how many questions the question gate sent back for quoting their source
+what the count is ("N of M questions only memory answered"). `memories_gained_since_run` and
+`memories_lost_since_run` count the knowledge learned and invalidated since the latest run started;
+`rerun_hint`, when set, says enough has changed to run benchmark_memory again (offer it to the user). In
+deterministic mode `caveat` says which figure is bounded in which direction. `diagnostics` explains the
+scored run: whether search surfaced each question's source memory (count, MRR, median rank, agreement
+with the judge), the rate by kind and by layer, the paired change against the previous run (with an
+exact sign test), what the run's model calls cost, the closed-book spot-check of the judge when enabled,
+and the judge checks: who judged (judge_fingerprint; judge_changed, when the paired comparison is not
+comparable and has no p-value), how many questions the question gate sent back for quoting their source
 (questions_regenerated) or replaced by their template (template_questions), how often the judge still
 said answerable with the source withheld (withheld_answered_count of withheld_checked) and kept its
-verdict with the results reversed (order_agreement_count of order_checked). Aggregates only; changes
-nothing."""
+verdict with the results reversed (order_agreement_count of order_checked), and the judge's measured
+error: judge_calibrated (an operator recorded a calibration of this judge), its sensitivity and
+specificity on the exclusive label, and exclusive_rate_corrected with its 95% interval (the rate with
+the judge's errors taken out; null with the reason in correction_note when the judge is not calibrated,
+too close to chance, or in deterministic mode). The tile's `judge_note` says the same in a sentence. The
+paired comparison compares raw verdicts. Aggregates only; changes nothing."""
 
 
 class BenchmarkResult(BaseModel):
@@ -123,6 +129,17 @@ class RunDiagnostics(BaseModel):
     )
     order_checked: int = Field(0, description="judged questions judged again with the results in reverse order")
     order_agreement_count: int = Field(0, description="of those, where both verdicts were the same")
+    judge_calibrated: bool | None = Field(
+        None, description="an operator recorded a calibration of this run's judge (zm-roi judge-check --record)"
+    )
+    judge_sensitivity: float | None = Field(None, description="the judge's sensitivity on the exclusive label")
+    judge_specificity: float | None = Field(None, description="the judge's specificity on the exclusive label")
+    exclusive_rate_corrected: float | None = Field(
+        None, description="the exclusive rate with the judge's measured error taken out (Rogan–Gladen), 0..1"
+    )
+    exclusive_rate_corrected_low: float | None = Field(None, description="its 95% interval, lower bound")
+    exclusive_rate_corrected_high: float | None = Field(None, description="its 95% interval, upper bound")
+    correction_note: str | None = Field(None, description="what was corrected with, or why there is no correction")
     breakdown: list[BreakdownRow] = Field(default_factory=list, description="by kind and by layer (scope)")
     summary: str = Field(description="the figures in plain sentences")
 
@@ -147,6 +164,18 @@ class TileResult(BaseModel):
     note: str | None = Field(
         None, description="set while a newer run is being judged, or when a spending cap stopped the latest run"
     )
+    judge_note: str | None = Field(
+        None, description="whether the judge is calibrated and the corrected rate; null in deterministic mode"
+    )
+    memories_gained_since_run: int | None = Field(
+        None, description="live knowledge memories the user can see, created since the latest run started"
+    )
+    memories_lost_since_run: int | None = Field(
+        None, description="knowledge memories live when the latest run started and invalidated since"
+    )
+    rerun_hint: str | None = Field(
+        None, description="set once enough knowledge changed since the latest run: suggest running the benchmark again"
+    )
     message: str = Field(description="one plain sentence for the user")
     diagnostics: RunDiagnostics | None = Field(None, description="what explains the scored run; null before one")
 
@@ -170,11 +199,13 @@ def benchmark_sentence(result: dict) -> str:
 
 def tile_sentence(tile: dict) -> str:
     """The tile's own wording (public.roi_benchmark_tile says it; this only strings it together)."""
+    rerun = f" {tile['rerun_hint']}." if tile.get("rerun_hint") else ""
     if tile.get("exclusive_rate") is None:
-        return tile["hint"]
+        return tile["hint"] + rerun
     low, high = (percent_text(tile.get(key)) for key in ("exclusive_rate_low", "exclusive_rate_high"))
     sentence = f"Only memory knows {percent_text(tile['exclusive_rate'])} (95% interval {low}–{high}): {tile['hint']}."
-    for extra in (tile.get("note"), tile.get("caveat")):
+    sentence += rerun
+    for extra in (tile.get("note"), tile.get("caveat"), tile.get("judge_note")):
         if extra:
             sentence += f" {extra}"
     return sentence

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from functools import cache
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -114,12 +113,12 @@ def closed_book_grade_prompt(question: str, kind: str, title: str, body: str, an
     )
 
 
-@cache
-def fingerprint(model: str, template: str) -> str:
+def fingerprint(model: str, template: str, folder: Path = PROMPTS) -> str:
     """Which model read which prompt: `MODEL#TEMPLATE@` and the first 12 hex digits of the template
     file's SHA-256. Two runs whose judge fingerprints differ were judged differently, so their scores
-    are not comparable question by question."""
-    digest = hashlib.sha256((PROMPTS / template).read_bytes()).hexdigest()[:12]
+    are not comparable question by question. Read afresh on every call, not cached: jinja2 reloads a
+    template whose file changed, so the fingerprint follows the very bytes the prompt was rendered from."""
+    digest = hashlib.sha256((folder / template).read_bytes()).hexdigest()[:12]
     return f"{model}#{template}@{digest}"
 
 

@@ -114,6 +114,37 @@ select memory_id, kind, scope, title, body, score
 from roi.configured_recall(%(query)s, %(project_id)s, %(team_id)s, %(match_count)s, false,
                            %(embedding)s::extensions.vector, %(embedding_minilm)s::extensions.vector);
 
+-- Vectors of another model than the one in force, per leg (`embedding`, `embedding_minilm`; a leg not
+-- in force is passed null and finds nothing), with how many live memories hold them, in a recall's read
+-- set: run as the caller (RLS decides what they see), narrowed to the pin as public.recall narrows it.
+-- A leg listed here is left out of that recall: its stored vectors cannot be compared with the query's.
+-- name: stale_embedding_models_in_read_set
+select leg, model, count(*) from (
+  select 'embedding' as leg, m.embedding_model as model, m.scope, m.author_id, m.project_id, m.team_id
+  from public.memories m where m.invalidated_at is null and m.embedding_model <> %(embedding)s
+  union all
+  select 'embedding_minilm', m.embedding_minilm_model, m.scope, m.author_id, m.project_id, m.team_id
+  from public.memories m where m.invalidated_at is null and m.embedding_minilm_model <> %(embedding_minilm)s
+) s
+where (%(project_id)s::uuid is null and %(team_id)s::uuid is null)
+   or (s.scope = 'personal' and s.author_id = (select auth.uid()))
+   or s.project_id = %(project_id)s::uuid or s.team_id = %(team_id)s::uuid
+group by 1, 2 order by 1, 2;
+
+-- The same for one layer an import wrote into (scope, and its id: the author for personal memories).
+-- name: stale_embedding_models_in_layer
+select leg, model, count(*) from (
+  select 'embedding' as leg, m.embedding_model as model, m.scope, m.author_id, m.project_id, m.team_id
+  from public.memories m where m.invalidated_at is null and m.embedding_model <> %(embedding)s
+  union all
+  select 'embedding_minilm', m.embedding_minilm_model, m.scope, m.author_id, m.project_id, m.team_id
+  from public.memories m where m.invalidated_at is null and m.embedding_minilm_model <> %(embedding_minilm)s
+) s
+where (%(scope)s = 'personal' and s.scope = 'personal' and s.author_id = %(layer_id)s::uuid)
+   or (%(scope)s = 'project' and s.project_id = %(layer_id)s::uuid)
+   or (%(scope)s = 'team' and s.team_id = %(layer_id)s::uuid)
+group by 1, 2 order by 1, 2;
+
 -- name: project_id_by_name
 select id from public.projects where name = %(name)s;
 
@@ -245,6 +276,10 @@ from public.roi_benchmark_runs r;
 select coalesce(jsonb_agg(to_jsonb(b) order by b.run_id, b.dimension, b.value), '[]'::jsonb)
 from public.roi_benchmark_breakdown b;
 
+-- The CI gate's pairing of a run with its previous comparable run (zm-roi gate).
+-- name: benchmark_comparison
+select public.roi_benchmark_comparison(%(run_id)s::uuid);
+
 -- The worker (connected as roi_worker): the verbs of supabase/migrations/*_roi_worker.sql.
 
 -- name: worker_listen
@@ -306,3 +341,18 @@ select roi.record_question_embedding_minilm(%(probe_id)s, %(embedding)s::extensi
 
 -- name: store_provider_key
 select roi.store_provider_key(%(owner_id)s, %(provider)s, %(api_key)s, %(passphrase)s);
+
+-- judge-check --record: one calibration row, counts only (the operator's connection: no client role
+-- may insert one).
+-- name: record_judge_calibration
+insert into roi.judge_calibrations (
+  check_id, judge_fingerprint, model, case_count,
+  with_memory_tp, with_memory_fp, with_memory_tn, with_memory_fn,
+  without_memory_tp, without_memory_fp, without_memory_tn, without_memory_fn,
+  exclusive_tp, exclusive_fp, exclusive_tn, exclusive_fn)
+values (
+  %(check_id)s, %(judge_fingerprint)s, %(model)s, %(case_count)s,
+  %(with_memory_tp)s, %(with_memory_fp)s, %(with_memory_tn)s, %(with_memory_fn)s,
+  %(without_memory_tp)s, %(without_memory_fp)s, %(without_memory_tn)s, %(without_memory_fn)s,
+  %(exclusive_tp)s, %(exclusive_fp)s, %(exclusive_tn)s, %(exclusive_fn)s)
+returning id, recorded_at;

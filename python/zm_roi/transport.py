@@ -22,6 +22,7 @@ from zm_roi.settings import Settings
 TILE_VIEW = "roi_benchmark_tile"
 RUNS_VIEW = "roi_benchmark_runs"
 BREAKDOWN_VIEW = "roi_benchmark_breakdown"
+COMPARISON_RPC = "roi_benchmark_comparison"
 
 
 class Transport(Protocol):
@@ -45,6 +46,10 @@ class Transport(Protocol):
 
     def breakdown(self) -> list[dict]:
         """The caller's rows of public.roi_benchmark_breakdown (every run, by kind and by scope)."""
+        ...
+
+    def comparison(self, run_id: str) -> dict | None:
+        """public.roi_benchmark_comparison(run_id): the run paired with its previous comparable run."""
         ...
 
 
@@ -76,6 +81,9 @@ class LocalTransport:
 
     def breakdown(self) -> list[dict]:
         return self._as_user("benchmark_breakdown", f"/{BREAKDOWN_VIEW}")
+
+    def comparison(self, run_id: str) -> dict | None:
+        return self._as_user("benchmark_comparison", f"/rpc/{COMPARISON_RPC}", {"run_id": run_id})
 
     def _as_user(self, name: str, path: str, params: dict | None = None):
         claims = self.claims()
@@ -126,6 +134,10 @@ class SupabaseTransport:
     def breakdown(self) -> list[dict]:
         with self._client() as client:
             return client.table(BREAKDOWN_VIEW).select("*").execute().data
+
+    def comparison(self, run_id: str) -> dict | None:
+        with self._client() as client:
+            return client.rpc(COMPARISON_RPC, {"target_run": run_id}).execute().data
 
     @contextmanager
     def _client(self):

@@ -402,6 +402,23 @@ select r.id as run_id,
        coalesce(jc.reversed, 0)::integer as order_checked,
        coalesce(jc.reversed_agreed, 0)::integer as order_agreement_count,
        r.embedding_minilm_model,
+       cal.run_id is not null as judge_calibrated,
+       round(cal.exclusive_tp::numeric / nullif(cal.exclusive_tp + cal.exclusive_fn, 0), 4) as judge_sensitivity,
+       round(cal.exclusive_tn::numeric / nullif(cal.exclusive_tn + cal.exclusive_fp, 0), 4) as judge_specificity,
+       cr.estimate as exclusive_rate_corrected,
+       cr.low as exclusive_rate_corrected_low,
+       cr.high as exclusive_rate_corrected_high,
+       case
+         when r.mode = 'deterministic' then
+           'no corrected rate in deterministic mode: the strict retrieval check is a stated bound (the '
+           'caveat), not a judge''s estimate to correct'
+         when position(' + ' in judge.fingerprint) > 0 then
+           'no corrected rate: the run was judged by more than one judge, and a calibration measures one'
+         when cal.run_id is null and coalesce(v.judged, 0) = 0 then 'no judged question to correct'
+         else coalesce(cr.note, format('corrected for the judge''s measured error on its newest calibration '
+                                       '(%s cases)', cal.case_count))
+       end as correction_note,
+       cal.case_count as judge_calibration_cases,
        exists (select from roi.scheduled_runs sr where sr.run_id = r.id) as scheduled
 from roi.runs r
 left join roi.run_closures c on c.run_id = r.id
@@ -470,6 +487,16 @@ left join lateral (
   left join roi.verdicts x on x.run_id = j.run_id and x.probe_id = j.probe_id and not x.skipped
   where j.run_id = r.id
 ) jc on true
+left join lateral (
+  select r.id as run_id, c.case_count, c.exclusive_tp, c.exclusive_fn, c.exclusive_tn, c.exclusive_fp
+  from roi.judge_calibrations c
+  where r.mode = 'llm' and c.judge_fingerprint = judge.fingerprint
+  order by c.id desc
+  limit 1
+) cal on true
+left join lateral roi.judge_corrected_rate(v.exclusive::integer, v.judged::integer, cal.exclusive_tp,
+                                           cal.exclusive_fn, cal.exclusive_tn, cal.exclusive_fp) cr
+  on r.mode = 'llm'
 where r.owner_id = (select auth.uid());
 
 -- The tile is the one home of its wording: its state, its hint and, in deterministic mode, the
@@ -494,7 +521,9 @@ with me as (
 ), scored as (
   select run_id, started_at, finished_at, status, mode, probe_count, judged_count, skipped_count,
          with_memory_count, without_memory_count, exclusive_count, exclusive_rate, exclusive_rate_low,
-         exclusive_rate_high
+         exclusive_rate_high, judge_calibrated, judge_sensitivity, judge_specificity,
+         exclusive_rate_corrected, exclusive_rate_corrected_low, exclusive_rate_corrected_high,
+         correction_note, judge_calibration_cases
   from public.roi_benchmark_runs
   where status = 'complete' and judged_count > 0
     and not exists (select from latest l where l.status = 'complete' and l.judged_count = 0)
@@ -502,6 +531,9 @@ with me as (
 ), trend as (
   select array_agg(exclusive_rate order by started_at) as rates
   from public.roi_benchmark_runs where status = 'complete' and judged_count > 0
+), growth as (
+  select g.gained, g.lost, g.gained + g.lost >= (select s.rerun_hint_growth from roi.settings s) as past
+  from latest cross join lateral roi.knowledge_growth_since(latest.started_at) g
 )
 select case when latest.run_id is null then 'invite'
             when latest.status = 'judging' then 'judging'
@@ -564,11 +596,43 @@ select case when latest.run_id is null then 'invite'
          format('The latest run stopped at the spending cap after $%s (%s of %s questions judged); this '
                 'score is from the run before.',
                 round(coalesce(latest.cost_usd, 0), 4), latest.judged_count, latest.probe_count)
-       end as note
+              end as note,
+       case
+         when scored.run_id is null or scored.mode = 'deterministic' then null
+         when scored.exclusive_rate_corrected is not null then
+           format('judge calibrated on %s cases (sensitivity %s%%, specificity %s%%): corrected rate %s%% '
+                  '(95%% %s–%s%%)', scored.judge_calibration_cases, round(100 * scored.judge_sensitivity),
+                  round(100 * scored.judge_specificity), round(100 * scored.exclusive_rate_corrected),
+                  round(100 * scored.exclusive_rate_corrected_low),
+                  round(100 * scored.exclusive_rate_corrected_high))
+         when scored.judge_calibrated and scored.judge_sensitivity + scored.judge_specificity - 1 < 0.3 then
+           format('judge calibrated on %s cases (sensitivity %s%%, specificity %s%%): too close to chance '
+                  'to correct, so the rate above is only what the judge said',
+                  scored.judge_calibration_cases, round(100 * scored.judge_sensitivity),
+                  round(100 * scored.judge_specificity))
+         when scored.judge_calibrated then
+           format('judge calibrated on %s cases: %s', scored.judge_calibration_cases, scored.correction_note)
+         when position('more than one judge' in scored.correction_note) > 0 then scored.correction_note
+         else 'judge not calibrated: an operator runs zm-roi judge-check --record'
+       end as judge_note,
+       growth.gained::integer as memories_gained_since_run,
+       growth.lost::integer as memories_lost_since_run,
+       case when growth.past and latest.status <> 'judging' then
+         format('%s since your last run: run the benchmark again',
+                concat_ws(' and ',
+                          case when growth.gained > 0 then
+                            format('%s %s learned', growth.gained,
+                                   case when growth.gained = 1 then 'memory' else 'memories' end) end,
+                          case when growth.lost > 0 and growth.gained > 0 then format('%s invalidated', growth.lost)
+                               when growth.lost > 0 then
+                                 format('%s %s invalidated', growth.lost,
+                                        case when growth.lost = 1 then 'memory' else 'memories' end) end))
+       end as rerun_hint
 from me
 left join latest on true
 left join scored on true
-left join trend on true;
+left join trend on true
+left join growth on true;
 
 -- ============================================================================================
 -- Triggers

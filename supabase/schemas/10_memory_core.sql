@@ -117,6 +117,14 @@ create index memories_team_live_idx on public.memories (team_id, created_at desc
   where invalidated_at is null and scope = 'team';
 create index memories_personal_live_idx on public.memories (author_id, created_at desc)
   where invalidated_at is null and scope = 'personal';
+-- Each layer's invalidated memories by when: the tile's count of knowledge invalidated since the
+-- latest run reads a layer's range here (roi.knowledge_growth_since). Live rows are not in them.
+create index memories_project_invalidated_idx on public.memories (project_id, invalidated_at)
+  where invalidated_at is not null and scope = 'project';
+create index memories_team_invalidated_idx on public.memories (team_id, invalidated_at)
+  where invalidated_at is not null and scope = 'team';
+create index memories_personal_invalidated_idx on public.memories (author_id, invalidated_at)
+  where invalidated_at is not null and scope = 'personal';
 create index team_members_user_idx on public.team_members (user_id);
 create index project_members_user_idx on public.project_members (user_id);
 create index projects_team_idx on public.projects (team_id);

@@ -60,6 +60,12 @@ create table roi.settings (
   -- also MiniLM's): recorded whenever recall_function is written (roi.note_recall_embeddings), read by
   -- every run.
   recall_embeddings smallint not null default 2 check (recall_embeddings between 0 and 2),
+  -- The tile's rerun_hint appears once this many knowledge memories were learned or invalidated
+  -- since the latest run started. 20, the default pool target: by then the memories learned could
+  -- make a whole pool of fresh questions, and the corpus the last score describes has changed by as
+  -- much as the benchmark asks about; far fewer would move a 20-question rate by less than its
+  -- interval (about 40 points wide) can show.
+  rerun_hint_growth integer not null default 20 check (rerun_hint_growth >= 1),
   -- Spending caps in US dollars by litellm's local price map (null: no cap). The worker starts no model
   -- call whose estimated cost would take a run's deployment-key spend past max_run_cost_usd, or an
   -- owner's spend this calendar month (UTC, own key included) past max_owner_cost_usd_per_month
@@ -237,6 +243,40 @@ create table roi.judge_check_results (
   recorded_at timestamptz not null default now(),
   primary key (run_id, probe_id, kind)
 );
+-- A judge's measured error: one row per `zm-roi judge-check --record`, the judge (fingerprint as
+-- runs record it, model) and per label the four counts of its verdicts against the calibration set's
+-- gold labels (tp: gold true, judged true; fp: gold false, judged true; tn; fn). Counts only: no
+-- case text reaches the database. Written by the operator (the database owner); an owner reads the
+-- rows whose fingerprint judged one of their runs, and the runs view corrects a run's exclusive rate
+-- with the newest row of its judge (a newer check supersedes an older one). Append-only.
+create table roi.judge_calibrations (
+  id bigint generated always as identity primary key,
+  -- The check's usage events carry it as their run_id (purpose judge_check).
+  check_id uuid not null unique,
+  judge_fingerprint text not null check (length(judge_fingerprint) between 1 and 300),
+  model text not null check (length(model) between 1 and 200),
+  -- Cases put to the judge; the four counts of a label add up to those it judged (a case whose every
+  -- reply failed to parse is left out of the counts, never guessed).
+  case_count integer not null check (case_count > 0),
+  recorded_at timestamptz not null default now(),
+  with_memory_tp integer not null check (with_memory_tp >= 0),
+  with_memory_fp integer not null check (with_memory_fp >= 0),
+  with_memory_tn integer not null check (with_memory_tn >= 0),
+  with_memory_fn integer not null check (with_memory_fn >= 0),
+  without_memory_tp integer not null check (without_memory_tp >= 0),
+  without_memory_fp integer not null check (without_memory_fp >= 0),
+  without_memory_tn integer not null check (without_memory_tn >= 0),
+  without_memory_fn integer not null check (without_memory_fn >= 0),
+  exclusive_tp integer not null check (exclusive_tp >= 0),
+  exclusive_fp integer not null check (exclusive_fp >= 0),
+  exclusive_tn integer not null check (exclusive_tn >= 0),
+  exclusive_fn integer not null check (exclusive_fn >= 0),
+  check (with_memory_tp + with_memory_fp + with_memory_tn + with_memory_fn
+         = without_memory_tp + without_memory_fp + without_memory_tn + without_memory_fn),
+  check (with_memory_tp + with_memory_fp + with_memory_tn + with_memory_fn
+         = exclusive_tp + exclusive_fp + exclusive_tn + exclusive_fn),
+  check (with_memory_tp + with_memory_fp + with_memory_tn + with_memory_fn between 1 and case_count)
+);
 -- An owner's wish for a routine run (`zm-roi schedule --daily|--weekly`; `--off` removes it). The
 -- owner reads and writes their own row through public.benchmark_schedule(); upkeep (40_roi_upkeep.sql) honours it.
 create table roi.benchmark_schedules (
@@ -273,3 +313,4 @@ create index closed_book_results_probe_idx on roi.closed_book_results (probe_id)
 create index run_judges_owner_idx on roi.run_judges (owner_id);
 create index judge_check_results_owner_idx on roi.judge_check_results (owner_id);
 create index judge_check_results_probe_idx on roi.judge_check_results (probe_id);
+create index judge_calibrations_fingerprint_idx on roi.judge_calibrations (judge_fingerprint, id desc);

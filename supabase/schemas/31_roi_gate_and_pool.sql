@@ -34,12 +34,17 @@ as $$
 $$;
 
 -- Results are append-only. The one exception is erasing a user: the cascade from auth.users
--- removes their results with them (the owner no longer exists when this trigger runs).
+-- removes their results with them (the owner no longer exists when this trigger runs). A result
+-- table with no owner (roi.judge_calibrations: the operator's) takes no exception: the owner is
+-- read through jsonb, since naming old.owner_id fails on a row that has no such field.
 create function roi.forbid_result_change() returns trigger
   language plpgsql security invoker set search_path = ''
 as $$
+declare
+  row_owner uuid := (to_jsonb(old) ->> 'owner_id')::uuid;
 begin
-  if tg_op = 'DELETE' and not exists (select from auth.users u where u.id = old.owner_id) then
+  if tg_op = 'DELETE' and row_owner is not null
+     and not exists (select from auth.users u where u.id = row_owner) then
     return old;
   end if;
   raise exception 'roi.%: recorded results are append-only (% refused)', tg_table_name, lower(tg_op)

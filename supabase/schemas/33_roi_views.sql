@@ -23,7 +23,11 @@
 -- column, is the third leg's); and the judge checks: questions the gate sent back to the model or to their template, who judged (judge_fingerprint, and
 -- judge_changed against the previous run; null while either run has no judged verdict), how often the
 -- judge still said answerable with the source withheld, and how often reversing the results left a
--- judged verdict unchanged; last, whether the owner's schedule started the run (`scheduled`).
+-- judged verdict unchanged; last, the judge's measured error (docs/judge-calibration.md): whether
+-- the newest `zm-roi judge-check --record` of the run's judge exists, its sensitivity and specificity
+-- on the exclusive label, the exclusive rate corrected for them with its 95% interval
+-- (roi.judge_corrected_rate), why there is none when there is none, and the calibration's size;
+-- then whether the owner's schedule started the run (`scheduled`).
 create view public.roi_benchmark_runs with (security_invoker = true) as
 select r.id as run_id,
        r.started_at,
@@ -68,6 +72,23 @@ select r.id as run_id,
        coalesce(jc.reversed, 0)::integer as order_checked,
        coalesce(jc.reversed_agreed, 0)::integer as order_agreement_count,
        r.embedding_minilm_model,
+       cal.run_id is not null as judge_calibrated,
+       round(cal.exclusive_tp::numeric / nullif(cal.exclusive_tp + cal.exclusive_fn, 0), 4) as judge_sensitivity,
+       round(cal.exclusive_tn::numeric / nullif(cal.exclusive_tn + cal.exclusive_fp, 0), 4) as judge_specificity,
+       cr.estimate as exclusive_rate_corrected,
+       cr.low as exclusive_rate_corrected_low,
+       cr.high as exclusive_rate_corrected_high,
+       case
+         when r.mode = 'deterministic' then
+           'no corrected rate in deterministic mode: the strict retrieval check is a stated bound (the '
+           'caveat), not a judge''s estimate to correct'
+         when position(' + ' in judge.fingerprint) > 0 then
+           'no corrected rate: the run was judged by more than one judge, and a calibration measures one'
+         when cal.run_id is null and coalesce(v.judged, 0) = 0 then 'no judged question to correct'
+         else coalesce(cr.note, format('corrected for the judge''s measured error on its newest calibration '
+                                       '(%s cases)', cal.case_count))
+       end as correction_note,
+       cal.case_count as judge_calibration_cases,
        exists (select from roi.scheduled_runs sr where sr.run_id = r.id) as scheduled
 from roi.runs r
 left join roi.run_closures c on c.run_id = r.id
@@ -136,6 +157,16 @@ left join lateral (
   left join roi.verdicts x on x.run_id = j.run_id and x.probe_id = j.probe_id and not x.skipped
   where j.run_id = r.id
 ) jc on true
+left join lateral (
+  select r.id as run_id, c.case_count, c.exclusive_tp, c.exclusive_fn, c.exclusive_tn, c.exclusive_fp
+  from roi.judge_calibrations c
+  where r.mode = 'llm' and c.judge_fingerprint = judge.fingerprint
+  order by c.id desc
+  limit 1
+) cal on true
+left join lateral roi.judge_corrected_rate(v.exclusive::integer, v.judged::integer, cal.exclusive_tp,
+                                           cal.exclusive_fn, cal.exclusive_tn, cal.exclusive_fp) cr
+  on r.mode = 'llm'
 where r.owner_id = (select auth.uid());
 
 -- The headline split by the source's kind and by its scope (the layer it lives in). Per dimension
@@ -156,6 +187,40 @@ cross join lateral (values ('kind', o.source_kind), ('scope', o.source_scope)) d
 where x.owner_id = (select auth.uid())
 group by x.run_id, d.dimension, d.value;
 
+-- How much of the caller's knowledge changed since `since` (the latest run's start), for the tile's
+-- rerun hint: live decision/gotcha/convention memories created after it (gained), and those created
+-- by then and invalidated after it (lost). As the caller, so RLS applies; one layer at a time, each a
+-- range of one index on (layer, time), so the tile, read often, costs a few short index scans however
+-- large the layers are.
+create function roi.knowledge_growth_since(since timestamptz) returns table (gained bigint, lost bigint)
+  language plpgsql stable security invoker set search_path = ''
+as $$
+declare
+  projects uuid[] := array(select public.caller_project_ids());
+  teams uuid[] := array(select public.caller_team_ids());
+begin
+  return query select
+    (select count(*) from public.memories m
+     where m.scope = 'personal' and m.invalidated_at is null and m.author_id = (select auth.uid())
+       and m.created_at > since and m.kind in ('decision', 'gotcha', 'convention'))
+    + (select count(*) from public.memories m
+       where m.scope = 'project' and m.invalidated_at is null and m.project_id = any (projects)
+         and m.created_at > since and m.kind in ('decision', 'gotcha', 'convention'))
+    + (select count(*) from public.memories m
+       where m.scope = 'team' and m.invalidated_at is null and m.team_id = any (teams)
+         and m.created_at > since and m.kind in ('decision', 'gotcha', 'convention')),
+    (select count(*) from public.memories m
+     where m.scope = 'personal' and m.invalidated_at > since and m.author_id = (select auth.uid())
+       and m.created_at <= since and m.kind in ('decision', 'gotcha', 'convention'))
+    + (select count(*) from public.memories m
+       where m.scope = 'project' and m.invalidated_at > since and m.project_id = any (projects)
+         and m.created_at <= since and m.kind in ('decision', 'gotcha', 'convention'))
+    + (select count(*) from public.memories m
+       where m.scope = 'team' and m.invalidated_at > since and m.team_id = any (teams)
+         and m.created_at <= since and m.kind in ('decision', 'gotcha', 'convention'));
+end
+$$;
+
 -- The tile is the one home of its wording: its state, its hint and, in deterministic mode, the
 -- sentence saying which figure the strict retrieval check bounds and in which direction. The
 -- dashboard, the MCP server and the demo render these columns; none of them re-derives them.
@@ -164,9 +229,15 @@ group by x.run_id, d.dimension, d.value;
 -- with a note), no_score (the latest run finished with every question skipped: no rate, even after
 -- an earlier score, which the trend keeps), ready (a score). `scored_run_id` is the one home of "the scored run": the newest complete
 -- run with a judged question, unless the latest run is no_score. `headline`, `explanation` and
--- `note` are the tile's remaining words (the invite's explanation quotes roi.settings.pool_target).
+-- `note` are the tile's remaining words (the invite's explanation quotes roi.settings.pool_target);
+-- `judge_note` says whether the scored run's judge is calibrated and, if so, the corrected rate
+-- (null in deterministic mode, where `caveat` speaks).
 -- It names the run list's columns it was defined with: `select *` in a view is expanded once, when
 -- the view is created, and the run list has grown since.
+-- Since the latest run started: knowledge memories learned (memories_gained_since_run) and
+-- invalidated (memories_lost_since_run) that the caller can see, and once together they reach
+-- roi.settings.rerun_hint_growth, `rerun_hint` says to run the benchmark again (never while a run is
+-- being judged: that run is the new measurement). Null before the first run.
 create view public.roi_benchmark_tile with (security_invoker = true) as
 with me as (
   select auth.uid() as owner_id where auth.uid() is not null
@@ -178,7 +249,9 @@ with me as (
 ), scored as (
   select run_id, started_at, finished_at, status, mode, probe_count, judged_count, skipped_count,
          with_memory_count, without_memory_count, exclusive_count, exclusive_rate, exclusive_rate_low,
-         exclusive_rate_high
+         exclusive_rate_high, judge_calibrated, judge_sensitivity, judge_specificity,
+         exclusive_rate_corrected, exclusive_rate_corrected_low, exclusive_rate_corrected_high,
+         correction_note, judge_calibration_cases
   from public.roi_benchmark_runs
   where status = 'complete' and judged_count > 0
     and not exists (select from latest l where l.status = 'complete' and l.judged_count = 0)
@@ -186,6 +259,9 @@ with me as (
 ), trend as (
   select array_agg(exclusive_rate order by started_at) as rates
   from public.roi_benchmark_runs where status = 'complete' and judged_count > 0
+), growth as (
+  select g.gained, g.lost, g.gained + g.lost >= (select s.rerun_hint_growth from roi.settings s) as past
+  from latest cross join lateral roi.knowledge_growth_since(latest.started_at) g
 )
 select case when latest.run_id is null then 'invite'
             when latest.status = 'judging' then 'judging'
@@ -248,8 +324,81 @@ select case when latest.run_id is null then 'invite'
          format('The latest run stopped at the spending cap after $%s (%s of %s questions judged); this '
                 'score is from the run before.',
                 round(coalesce(latest.cost_usd, 0), 4), latest.judged_count, latest.probe_count)
-       end as note
+              end as note,
+       case
+         when scored.run_id is null or scored.mode = 'deterministic' then null
+         when scored.exclusive_rate_corrected is not null then
+           format('judge calibrated on %s cases (sensitivity %s%%, specificity %s%%): corrected rate %s%% '
+                  '(95%% %s–%s%%)', scored.judge_calibration_cases, round(100 * scored.judge_sensitivity),
+                  round(100 * scored.judge_specificity), round(100 * scored.exclusive_rate_corrected),
+                  round(100 * scored.exclusive_rate_corrected_low),
+                  round(100 * scored.exclusive_rate_corrected_high))
+         when scored.judge_calibrated and scored.judge_sensitivity + scored.judge_specificity - 1 < 0.3 then
+           format('judge calibrated on %s cases (sensitivity %s%%, specificity %s%%): too close to chance '
+                  'to correct, so the rate above is only what the judge said',
+                  scored.judge_calibration_cases, round(100 * scored.judge_sensitivity),
+                  round(100 * scored.judge_specificity))
+         when scored.judge_calibrated then
+           format('judge calibrated on %s cases: %s', scored.judge_calibration_cases, scored.correction_note)
+         when position('more than one judge' in scored.correction_note) > 0 then scored.correction_note
+         else 'judge not calibrated: an operator runs zm-roi judge-check --record'
+       end as judge_note,
+       growth.gained::integer as memories_gained_since_run,
+       growth.lost::integer as memories_lost_since_run,
+       case when growth.past and latest.status <> 'judging' then
+         format('%s since your last run: run the benchmark again',
+                concat_ws(' and ',
+                          case when growth.gained > 0 then
+                            format('%s %s learned', growth.gained,
+                                   case when growth.gained = 1 then 'memory' else 'memories' end) end,
+                          case when growth.lost > 0 and growth.gained > 0 then format('%s invalidated', growth.lost)
+                               when growth.lost > 0 then
+                                 format('%s %s invalidated', growth.lost,
+                                        case when growth.lost = 1 then 'memory' else 'memories' end) end))
+       end as rerun_hint
 from me
 left join latest on true
 left join scored on true
-left join trend on true;
+left join trend on true
+left join growth on true;
+
+-- The paired comparison the CI gate decides on (`zm-roi gate --no-regression`): the caller's run
+-- against its previous comparable run, the newest earlier one that completed with a judged question.
+-- Unlike the run list's previous_run_id (the previous closed run), it passes over a run still being
+-- judged, one whose every question was skipped, and one stopped by a spending cap (any status but
+-- complete): none of them says what the recall did. judge_changed when the two runs' judges differ,
+-- and then no p-value, as in the run list. Null for a run the caller cannot see.
+create function public.roi_benchmark_comparison(target_run uuid) returns jsonb
+  language sql stable security invoker set search_path = ''
+as $$
+  select jsonb_build_object(
+           'run_id', r.run_id,
+           'previous_run_id', p.run_id,
+           'paired_count', coalesce(pair.paired, 0),
+           'improved_count', coalesce(pair.improved, 0),
+           'regressed_count', coalesce(pair.regressed, 0),
+           'paired_p_value', case when p.judge_fingerprint = r.judge_fingerprint
+                                  then roi.sign_test_p(pair.improved, pair.regressed) end,
+           'judge_fingerprint', r.judge_fingerprint,
+           'previous_judge_fingerprint', p.judge_fingerprint,
+           'judge_changed', case when p.run_id is not null
+                                 then p.judge_fingerprint is distinct from r.judge_fingerprint end)
+  from public.roi_benchmark_runs r
+  left join lateral (
+    select q.run_id, q.judge_fingerprint from public.roi_benchmark_runs q
+    where q.started_at < r.started_at and q.status = 'complete' and q.judged_count > 0
+    order by q.started_at desc
+    limit 1
+  ) p on true
+  left join lateral (
+    select count(*) as paired,
+           count(*) filter (where (a.with_memory and not a.without_memory)
+                              and not (b.with_memory and not b.without_memory)) as improved,
+           count(*) filter (where not (a.with_memory and not a.without_memory)
+                              and (b.with_memory and not b.without_memory)) as regressed
+    from roi.verdicts a
+    join roi.verdicts b on b.run_id = p.run_id and b.probe_id = a.probe_id and not b.skipped
+    where a.run_id = r.run_id and not a.skipped
+  ) pair on p.run_id is not null
+  where r.run_id = target_run
+$$;

@@ -8,6 +8,21 @@
 -- and who may call and read what. Last, so every table, function and view of parts 1-4 exists.
 
 -- ============================================================================================
+-- Result tables
+-- ============================================================================================
+-- The one list of result tables: rows recorded once and never rewritten. Declared here, not found
+-- by their triggers, so that a test can hold each to the rule (supabase/tests/database/
+-- 23-result-tables.sql): every table listed carries both append-only triggers below and no role but
+-- its owner may update, delete or truncate it; every table carrying either trigger is listed. A new
+-- result table joins this list (in its own migration: create or replace view) and gets both triggers.
+create view roi.result_tables with (security_invoker = true) as
+select t.table_name
+from (values ('roi.runs'), ('roi.recalls'), ('roi.verdicts'), ('roi.run_closures'), ('roi.rotations'),
+             ('roi.recall_outcomes'), ('roi.closed_book_results'), ('roi.run_judges'),
+             ('roi.judge_check_results'), ('roi.verdict_notes'), ('roi.judge_calibrations'),
+             ('roi.scheduled_runs')) t (table_name);
+
+-- ============================================================================================
 -- Triggers
 -- ============================================================================================
 create trigger runs_are_append_only before update or delete on roi.runs
@@ -27,6 +42,8 @@ create trigger closed_book_results_are_append_only before update or delete on ro
 create trigger run_judges_are_append_only before update or delete on roi.run_judges
   for each row execute function roi.forbid_result_change();
 create trigger judge_check_results_are_append_only before update or delete on roi.judge_check_results
+  for each row execute function roi.forbid_result_change();
+create trigger judge_calibrations_are_append_only before update or delete on roi.judge_calibrations
   for each row execute function roi.forbid_result_change();
 create trigger scheduled_runs_are_append_only before update or delete on roi.scheduled_runs
   for each row execute function roi.forbid_result_change();
@@ -48,6 +65,8 @@ create trigger closed_book_results_refuse_truncate before truncate on roi.closed
 create trigger run_judges_refuse_truncate before truncate on roi.run_judges
   for each statement execute function roi.forbid_result_truncate();
 create trigger judge_check_results_refuse_truncate before truncate on roi.judge_check_results
+  for each statement execute function roi.forbid_result_truncate();
+create trigger judge_calibrations_refuse_truncate before truncate on roi.judge_calibrations
   for each statement execute function roi.forbid_result_truncate();
 create trigger scheduled_runs_refuse_truncate before truncate on roi.scheduled_runs
   for each statement execute function roi.forbid_result_truncate();
@@ -74,6 +93,7 @@ alter table roi.recall_outcomes enable row level security;
 alter table roi.closed_book_results enable row level security;
 alter table roi.run_judges enable row level security;
 alter table roi.judge_check_results enable row level security;
+alter table roi.judge_calibrations enable row level security;
 
 create policy "The benchmark reads its settings" on roi.settings
   for select to authenticated using (true);
@@ -132,6 +152,14 @@ create policy "Owners read the judges of their runs" on roi.run_judges
 create policy "Owners read their judge check results" on roi.judge_check_results
   for select to authenticated using (owner_id = (select auth.uid()));
 
+-- A calibration is the operator's, not an owner's: an owner reads those of the judges that judged
+-- their runs (counts only), so the runs view can correct their rates; no other. Nobody but the
+-- database owner (the operator's `zm-roi judge-check --record`) writes one.
+create policy "Owners read the calibrations of the judges of their runs" on roi.judge_calibrations
+  for select to authenticated
+  using (judge_fingerprint in (select j.judge_fingerprint from roi.run_judges j
+                               where j.owner_id = (select auth.uid())));
+
 -- ============================================================================================
 -- Grants
 -- ============================================================================================
@@ -142,6 +170,7 @@ grant select, insert on roi.runs, roi.recalls, roi.verdicts, roi.run_closures, r
 grant select, insert, update, delete on roi.pending_runs to authenticated;
 grant select, insert on roi.recall_outcomes to authenticated;
 grant select on roi.closed_book_results, roi.run_judges, roi.judge_check_results to authenticated;
+grant select on roi.judge_calibrations to authenticated;
 
 -- Per-schema default privileges cannot take back the global default (EXECUTE for PUBLIC), so
 -- every roi function is revoked from PUBLIC outright; the grants below say who may call what.
@@ -160,11 +189,13 @@ grant execute on function roi.inside_benchmark(), roi.open_gate(), roi.close_gat
   roi.start_run(text),
   roi.open_run(), roi.owner_lock_key(uuid), roi.run_lock_key(uuid), roi.wait_for_owner_lock(bigint),
   roi.wilson_bound(bigint, bigint, boolean), roi.sign_test_p(bigint, bigint),
-  roi.run_judge_fingerprint(uuid, text), roi.hand_template_questions_to_writer()
+  roi.run_judge_fingerprint(uuid, text), roi.hand_template_questions_to_writer(),
+  roi.knowledge_growth_since(timestamptz),
+  roi.judge_corrected_rate(integer, integer, integer, integer, integer, integer)
   to authenticated;
 
-revoke execute on function public.benchmark_memory() from public, anon;
-grant execute on function public.benchmark_memory() to authenticated;
+revoke execute on function public.benchmark_memory(), public.roi_benchmark_comparison(uuid) from public, anon;
+grant execute on function public.benchmark_memory(), public.roi_benchmark_comparison(uuid) to authenticated;
 
 revoke all on public.roi_benchmark_runs, public.roi_benchmark_breakdown, public.roi_benchmark_tile
   from anon, authenticated;

@@ -15,8 +15,10 @@ from zm_roi.identity import act_as, claims_for
 
 LARGE = 15000  # rows of the large layer; the test's threshold is below it, the small layer's far below
 THRESHOLD = 10000
-# pg_cron fires at the start of each minute: one full minute, plus the build of a small index.
-WAIT_SECONDS = 100
+# pg_cron fires at the start of each minute: one full minute, plus the build of a small index. The
+# build shares two cores with whatever else runs (it took over 100 s under a load of 8), so the bound
+# is a liveness limit with room, not a speed claim.
+WAIT_SECONDS = 240
 
 RECALL = """select memory_id from public.recall('deploy checks', %s, null, 10, false,
                                                %s::extensions.vector, %s::extensions.vector)"""

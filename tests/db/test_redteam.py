@@ -13,9 +13,9 @@ import pytest
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from tests.support import benchmark, extractor, remove_users
+from tests.support import benchmark, extractor, forget_calibrations, remove_users
 from tests.worker_support import GENERATION_MODEL, JUDGE_MODEL, KNOWLEDGE, ScriptedModel, default_answer, set_settings
-from zm_roi import localdb
+from zm_roi import localdb, prompts
 from zm_roi.identity import act_as, claims_for
 from zm_roi.importer import MemoryLine, Target, insert_memories
 from zm_roi.keys import store_key
@@ -41,11 +41,13 @@ EXPOSED_RELATIONS = {
 }
 EXPOSED_FUNCTIONS = {
     "benchmark_memory",
+    "benchmark_schedule",
     "caller_project_ids",
     "caller_team_ids",
     "recall",
     "recall_lexical",
     "recall_query",
+    "roi_benchmark_comparison",
 }
 SYSTEM_SCHEMAS = ("pg_catalog", "information_schema", "pg_toast")
 
@@ -170,7 +172,20 @@ def scene(request, cluster):
         owner = deterministic_owner(db_url, sentinel)
     else:
         owner = llm_owner(db_url, cluster.url(user="roi_worker", password=localdb.WORKER_PASSWORD), sentinel)
+    # Two judge calibrations, as `zm-roi judge-check --record` writes them: one of the judge of the LLM
+    # owner's runs, one of a judge nobody here used.
+    calibrated = [prompts.fingerprint(JUDGE_MODEL, "judge.j2"), f"openai/stranger-{sentinel}#judge.j2@0"]
     with psycopg.connect(db_url) as conn:
+        for fingerprint in calibrated:
+            conn.execute(
+                query("record_judge_calibration"),
+                {"check_id": uuid.uuid4(), "judge_fingerprint": fingerprint, "model": "openai/m", "case_count": 20}
+                | {
+                    f"{label}_{count}": 5
+                    for label in ("with_memory", "without_memory", "exclusive")
+                    for count in ("tp", "fp", "tn", "fn")
+                },
+            )
         other = conn.execute(query("ensure_user"), {"email": f"x{sentinel}@o.test"}).fetchone()[0]
         conn.commit()
         questions = [
@@ -202,9 +217,11 @@ def scene(request, cluster):
             "owner": owner,
             "other": other,
             "counts": counts,
+            "calibrated": calibrated,
         }
     finally:
         remove_users(db_url, [owner, other])
+        forget_calibrations(db_url, fingerprints=calibrated)
 
 
 def reachable_relations(conn, role: str) -> list[tuple[str, str]]:
@@ -397,6 +414,7 @@ def argument_choices(conn, owner: uuid.UUID) -> dict[str, list]:
         "boolean": [False, True],
         "vector": [None],
         "memories[]": ["{}", rows],
+        "timestamp with time zone": ["-infinity", "2000-01-01T00:00:00Z"],
     }
 
 
@@ -459,3 +477,31 @@ def test_every_function_a_client_role_can_execute_yields_nothing_of_the_owner(db
         "the catalog listed the roi verbs a signed-in user may execute"
     )
     assert {signature for signature, _, _ in outcomes} == {function["signature"] for function in functions}
+
+
+def test_judge_calibrations_reach_an_owner_only_for_their_own_runs_judges(db_url, scene):
+    """roi.judge_calibrations holds counts, a fingerprint and a model name: no case text at all, and an
+    owner reads a calibration only of a judge that judged one of their runs; anon reads none."""
+    with psycopg.connect(db_url) as conn:
+        text_columns = {
+            r[0]
+            for r in conn.execute(
+                "select column_name from information_schema.columns where table_schema = 'roi'"
+                " and table_name = 'judge_calibrations' and data_type not in"
+                " ('integer', 'bigint', 'uuid', 'timestamp with time zone')"
+            )
+        }
+    assert text_columns == {"judge_fingerprint", "model"}, "only the judge's name, never a case's text"
+    read = "select judge_fingerprint from roi.judge_calibrations"
+    fingerprints = lambda rows: sorted(r["judge_fingerprint"] for r in rows)  # noqa: E731
+    mine, stranger = scene["calibrated"]
+    assert outcome_as(db_url, claims_for(scene["other"]), read, fingerprints) == []
+    assert outcome_as(db_url, {"role": "anon"}, read, fingerprints) == "InsufficientPrivilege"
+    owner_reads = outcome_as(db_url, claims_for(scene["owner"]), read, fingerprints)
+    assert owner_reads == ([mine] if scene["mode"] == "llm" else []), "their runs' judge's only"
+    assert stranger not in str(owner_reads)
+    # The runs view shows the owner the figures of that calibration, and nothing of it to another user.
+    runs = "select judge_calibrated, judge_sensitivity, correction_note from public.roi_benchmark_runs"
+    owner_runs = outcome_as(db_url, claims_for(scene["owner"]), runs, lambda rows: rows)
+    assert any(r["judge_calibrated"] for r in owner_runs) == (scene["mode"] == "llm")
+    assert outcome_as(db_url, claims_for(scene["other"]), runs, len) == 0

@@ -237,11 +237,12 @@ def test_recall_pins_to_a_team_as_a_team_probe_is_pinned(db_url, email, tmp_path
 def test_the_extractor_default_has_one_home_the_database():
     """Before: `llm` was the default in roi.settings and again in settings.py, while `db up` wrote
     `deterministic`. Unset, ZM_EXTRACTOR now means "keep the database's mode"; the two starting modes
-    are the column default and localdb.EMBEDDED_FIRST_MODE, each stated in the README."""
+    are the column default and localdb.EMBEDDED_FIRST_MODE, each stated in docs/configuration.md."""
     assert settings.load({}).extractor is None
     assert settings.load({"ZM_EXTRACTOR": " LLM "}).extractor == "llm"
     schema = (ROOT / "supabase" / "schemas" / "30_roi_settings_and_tables.sql").read_text()
     column_default = re.search(r"extractor text not null default '(\w+)'", schema).group(1)
-    row = next(line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| `ZM_EXTRACTOR`"))
+    configuration = (ROOT / "docs" / "configuration.md").read_text()
+    row = next(line for line in configuration.splitlines() if line.startswith("| `ZM_EXTRACTOR`"))
     assert f"`{localdb.EMBEDDED_FIRST_MODE}`, `localdb.EMBEDDED_FIRST_MODE`" in row
     assert f"`supabase db push`: `{column_default}`, the column default" in row

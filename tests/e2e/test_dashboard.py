@@ -363,7 +363,10 @@ def test_an_llm_run_explains_itself_with_agreement_paired_change_cost_and_the_sp
     tall_shots(tmp_path, "diagnostics-llm", page.as_uri())
     assert dom.text("retrieval") == "Search surfaced the source memory for 17 of 20 judged questions, median rank 2."
     assert dom.text("agreement").startswith("The judge and search agreed on 18 of 20;")
-    assert dom.text("paired") == "+3 / −1 against the previous run on 17 shared questions, p = 0.63 (could be chance)."
+    assert dom.text("paired") == (
+        "+3 / −1 against the previous run on 17 shared questions, p = 0.63 (could be chance); it compares raw "
+        "verdicts, not the judge-corrected rate."
+    )
     assert dom.text("cost") == "Cost $0.006840 (36,000 + 2,400 tokens)."
     assert dom.text("closed-book") == (
         "Closed-book spot-check: with no memory the model answered 1 of 5 questions correctly; "
@@ -452,7 +455,7 @@ def test_the_same_judge_draws_no_mark_and_keeps_the_p_value(tmp_path):
     older = llm_run(run_id="r1", started_at="2026-11-29T10:00:00+00:00", judge_changed=False)
     model = dashboard.view_model(READY, [run, older], BREAKDOWN)
     assert model["sparkline"]["judge_marks"] == []
-    assert model["diagnostics"]["paired"].endswith("p = 0.63 (could be chance).")
+    assert "p = 0.63 (could be chance); it compares raw verdicts" in model["diagnostics"]["paired"]
     assert model["diagnostics"]["judge"].startswith(
         "Judged by openai/gpt-4o#judge.j2@0123456789ab; questions: 0 rewritten"
     )
@@ -565,3 +568,72 @@ def test_a_run_stopped_by_the_spending_cap_is_its_own_state_and_says_what_it_spe
     assert tile["trend"] == [1], "the stopped runs are not in the trend"
     listed = dom.text("runs")
     assert listed.count("aborted_budget") == 2 and "1 of 5 (4 skipped)" in listed and "2 of 5 (3 skipped)" in listed
+
+
+# The scored run's judge, three ways, with the words the views give for each
+# (tests/worker/test_judge_correction.py checks those words against the views themselves).
+JUDGE_STATES = {
+    "calibrated": (
+        {
+            "judge_calibrated": True,
+            "judge_sensitivity": 0.91,
+            "judge_specificity": 0.88,
+            "exclusive_rate_corrected": 0.2886,
+            "exclusive_rate_corrected_low": 0.0894,
+            "exclusive_rate_corrected_high": 0.5471,
+            "correction_note": "corrected for the judge's measured error on its newest calibration (240 cases)",
+        },
+        "judge calibrated on 240 cases (sensitivity 91%, specificity 88%): corrected rate 29% (95% 9–55%)",
+    ),
+    "uncalibrated": (
+        {
+            "judge_calibrated": False,
+            "correction_note": "judge not calibrated: an operator runs zm-roi judge-check --record",
+        },
+        "judge not calibrated: an operator runs zm-roi judge-check --record",
+    ),
+    "refused": (
+        {
+            "judge_calibrated": True,
+            "judge_sensitivity": 1.0,
+            "judge_specificity": 0.0,
+            "correction_note": "no corrected rate: the judge is too close to chance (sensitivity 100% + specificity "
+            "0% - 100% = 0 points, below the 30 a correction needs)",
+        },
+        "judge calibrated on 240 cases (sensitivity 100%, specificity 0%): too close to chance to correct, so the "
+        "rate above is only what the judge said",
+    ),
+}
+
+
+@pytest.mark.parametrize("state", list(JUDGE_STATES))
+def test_the_raw_and_the_corrected_rate_stand_side_by_side(tmp_path, state):
+    figures, note = JUDGE_STATES[state]
+    run = llm_run(**figures)
+    page = tmp_path / f"judge-{state}.html"
+    page.write_text(dashboard.render(Canned({**READY, "judge_note": note}, [run], BREAKDOWN)), encoding="utf-8")
+    dom = open_page(tmp_path, f"judge-{state}", page.as_uri())
+    assert dom.text("rate") == "35%" and dom.text("interval") == "95% interval 18–57%", "the headline stays raw"
+    assert dom.text("raw-rate") == "Raw: what the judge said 35% 95% 18–57%"
+    assert dom.text("judge-note") == note
+    corrected = dom.text("corrected-rate")
+    if state == "calibrated":
+        assert corrected == "Corrected for the judge's measured error 29% 95% 9–55%"
+    elif state == "uncalibrated":
+        assert corrected == "Corrected for the judge's measured error — judge not calibrated"
+    else:
+        assert corrected == "Corrected for the judge's measured error — refused: judge too close to chance"
+    assert "compares raw verdicts" in dom.text("paired")
+    sentence = mcp_server.tile_sentence({**READY, "judge_note": note})
+    assert sentence.endswith(note), "the MCP reply carries the same note"
+
+
+def test_deterministic_mode_shows_no_corrected_rate_and_the_caveat_speaks(tmp_path):
+    run = llm_run(mode="deterministic", correction_note="no corrected rate in deterministic mode")
+    caveat = "In deterministic mode only the source memory counts as an answer."
+    page = tmp_path / "judge-deterministic.html"
+    page.write_text(
+        dashboard.render(Canned({**READY, "caveat": caveat, "judge_note": None}, [run], BREAKDOWN)), encoding="utf-8"
+    )
+    dom = Dom(chromium(tmp_path, "--dump-dom", page.as_uri()).stdout)
+    assert not dom.has("rates") and not dom.has("judge-note") and dom.text("caveat") == caveat

@@ -45,6 +45,13 @@ DIAGNOSTICS = {
     "withheld_answered_count",
     "order_checked",
     "order_agreement_count",
+    "judge_calibrated",
+    "judge_sensitivity",
+    "judge_specificity",
+    "exclusive_rate_corrected",
+    "exclusive_rate_corrected_low",
+    "exclusive_rate_corrected_high",
+    "correction_note",
     "breakdown",
     "summary",
 }
@@ -102,6 +109,7 @@ def test_the_server_lists_the_tool_with_annotations_and_output_schema(cluster, e
         "hint",
         "trend",
         "diagnostics",
+        "judge_note",
     } <= set(results.output_schema["properties"])
     diagnostics = results.output_schema["$defs"]["RunDiagnostics"]["properties"]
     assert set(diagnostics) >= DIAGNOSTICS

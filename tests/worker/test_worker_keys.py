@@ -69,7 +69,7 @@ def test_own_key_calls_are_marked_and_left_out_of_the_deployment_totals(
     [totals] = fetch(db_url, "select * from roi.deployment_token_totals where model = %s", (generation_model,))
     assert totals["calls"] == 2, "only erin's calls ran on the deployment's key"
     assert totals["input_tokens"] + totals["output_tokens"] == sum(m["tokens"] for m in marks if not m["byok"])
-    # Operators read them as service_role, as the README says, not as the superuser read above.
+    # Operators read them as service_role, as docs/operations.md says, not as the superuser read above.
     with psycopg.connect(db_url, row_factory=dict_row) as conn, conn.transaction():
         conn.execute("set local role service_role")
         as_operator = conn.execute(

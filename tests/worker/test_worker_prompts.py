@@ -203,3 +203,73 @@ def test_a_fingerprint_names_the_model_and_the_prompt_it_read():
     assert fingerprint.startswith("openai/gpt-4o-mini#judge.j2@") and len(fingerprint.split("@")[1]) == 12
     assert prompts.fingerprint("openai/gpt-4o", "judge.j2") != fingerprint
     assert prompts.fingerprint("openai/gpt-4o-mini", "generate_question.j2") != fingerprint
+
+
+# ---- the fingerprint follows the prompt (issue 33 item 4) ---------------------------------------
+
+
+def test_the_fingerprint_digest_is_the_template_files_own_hash():
+    import hashlib
+
+    for template in ("judge.j2", "generate_question.j2"):
+        digest = hashlib.sha256((prompts.PROMPTS / template).read_bytes()).hexdigest()[:12]
+        assert prompts.fingerprint("openai/gpt-4o-mini", template) == f"openai/gpt-4o-mini#{template}@{digest}"
+
+
+def test_a_one_byte_edit_of_the_template_changes_the_fingerprint(tmp_path):
+    scratch = tmp_path / "judge.j2"
+    text = (prompts.PROMPTS / "judge.j2").read_bytes()
+    scratch.write_bytes(text)
+    before = prompts.fingerprint("m", "judge.j2", tmp_path)
+    assert before == prompts.fingerprint("m", "judge.j2"), "the same bytes, the same fingerprint"
+    scratch.write_bytes(text[:-1] + bytes([text[-1] ^ 1]))
+    after = prompts.fingerprint("m", "judge.j2", tmp_path)
+    assert after != before, "one byte changed in the template: the judge is not the same judge"
+    scratch.write_bytes(text)
+    assert prompts.fingerprint("m", "judge.j2", tmp_path) == before, "read afresh, not remembered"
+
+
+# ---- fail closed on every coercion (issue 33 item 5) --------------------------------------------
+
+GOOD_JUDGMENT = {"with_memory": True, "without_memory": False, "confidence": 0.8, "reason": "It says so."}
+# What a lenient parser would turn into a boolean: JSON strings, numbers, null, containers.
+NOT_A_BOOLEAN = ["true", "false", "True", "yes", "1", 1, 0, 1.0, None, [], {}, [True]]
+
+
+@pytest.mark.parametrize("field", ["with_memory", "without_memory"])
+@pytest.mark.parametrize("value", NOT_A_BOOLEAN, ids=repr)
+def test_a_judgment_boolean_that_is_not_a_json_boolean_is_refused(field, value):
+    with pytest.raises(OutputError, match=field):
+        prompts.parse_judgment(json.dumps({**GOOD_JUDGMENT, field: value}))
+
+
+@pytest.mark.parametrize("value", NOT_A_BOOLEAN, ids=repr)
+def test_a_grade_that_is_not_a_json_boolean_is_refused(value):
+    with pytest.raises(OutputError, match="correct"):
+        prompts.parse_grade(json.dumps({"correct": value, "reason": "r"}))
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("confidence", "0.8"), ("confidence", True), ("confidence", None), ("confidence", [0.8]),
+     ("reason", 1), ("reason", None), ("reason", True), ("reason", ["r"])],
+    ids=repr,
+)  # fmt: skip
+def test_a_judgment_number_or_text_of_another_type_is_refused(field, value):
+    with pytest.raises(OutputError, match=field):
+        prompts.parse_judgment(json.dumps({**GOOD_JUDGMENT, field: value}))
+
+
+@pytest.mark.parametrize("value", [12345678901, None, True, ["Which version do we stay on?"]], ids=repr)
+def test_a_question_or_bare_answer_that_is_not_text_is_refused(value):
+    with pytest.raises(OutputError, match="question"):
+        prompts.parse_question_shape(json.dumps({"question": value}))
+    with pytest.raises(OutputError, match="answer"):
+        prompts.parse_bare_answer(json.dumps({"answer": value}))
+
+
+def test_the_refused_values_were_accepted_as_json_booleans():
+    """The check above can fail: the same reply with JSON booleans is accepted, so each refusal is the type."""
+    verdict = prompts.parse_judgment(json.dumps({**GOOD_JUDGMENT, "with_memory": False, "without_memory": True}))
+    assert (verdict.with_memory, verdict.without_memory) == (False, True)
+    assert prompts.parse_grade(json.dumps({"correct": True, "reason": "r"})).correct is True

@@ -20,7 +20,7 @@ TARGETS = (
         "why": "recall cost grows with the rows of the pinned layer (see *Recall cost by layer size*): under "
         "row-level security no index can serve `search @@ question` (`@@` is not leakproof), so every live "
         "memory of the layer is tested, read from its covering index (an index-only scan). See "
-        "bench/README.md, *Pinned recall at 1M*.",
+        "docs/decisions/0002-covering-indexes-and-ts-rank.md.",
     },
     {
         "key": "recall_pinned_team",
@@ -95,7 +95,7 @@ TARGETS = (
         "path": ("worker", "queue_cost_per_row_ms"),
         "why": "two commits per row, each waiting for its WAL flush (the lease must be durable before the model "
         "call); synchronous_commit=off measured 25% faster but would let a crash lose usage events of calls "
-        "that happened (bench/README.md).",
+        "that happened (docs/decisions/0004-worker-commits-stay-durable.md).",
     },
     {
         "key": "worker_drain_4",

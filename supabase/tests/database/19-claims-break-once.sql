@@ -7,7 +7,7 @@
 --   2. the tile's and the run list's 95% interval are the Wilson bounds (20 of 20: 0.8389 to 1);
 --   3. roi_embedder reads only active questions and writes no memory text;
 --   4. closed-book probes are picked at random;
---   5. the hybrid recall fuses with k = 50 and weights 1 (lexical) and 1.5 (semantic).
+--   5. the hybrid recall fuses with k = 5 and weights 1 (lexical), 1.25 (e5) and 1.25 (MiniLM).
 begin;
 select plan(23);
 
