@@ -49,6 +49,8 @@ values ('00000000-0000-0000-0000-00000000c200', '00000000-0000-0000-0000-0000000
         tests.user_id('headline@defs.test'), 'a note');
 insert into roi.rotations (run_id, owner_id, retired_count)
 values ('00000000-0000-0000-0000-00000000c200', tests.user_id('headline@defs.test'), 0);
+insert into roi.scheduled_runs (run_id, owner_id, period_start)
+values ('00000000-0000-0000-0000-00000000c200', tests.user_id('headline@defs.test'), date_trunc('day', now()));
 
 select tests.authenticate_as('headline@defs.test');
 select results_eq(
