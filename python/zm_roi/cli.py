@@ -6,6 +6,7 @@ import argparse
 import math
 import os
 import sys
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from zm_roi import localdb, settings
@@ -115,9 +116,11 @@ def db_status(cluster: localdb.Cluster) -> None:
 
 
 def cmd_configure(args: argparse.Namespace, config: settings.Settings) -> None:
-    """With --extractor or --recall-function, write that; bare, print every setting it writes and change nothing."""
+    """With --extractor, --recall-function or a cap, write that; bare, print every setting it writes and
+    change nothing."""
     url = database_url(config)
-    bare = not (args.extractor or args.recall_function)
+    caps = args.max_run_cost_usd is not None or args.max_owner_cost_usd_per_month is not None
+    bare = not (args.extractor or args.recall_function or caps)
     if args.recall_function:
         print(f"recall function: {localdb.set_recall_function(url, args.recall_function)}")
     if args.extractor:
@@ -126,6 +129,33 @@ def cmd_configure(args: argparse.Namespace, config: settings.Settings) -> None:
         print(f"extractor: {localdb.get_extractor(url)}")
     if bare:
         print(f"recall function: {localdb.get_recall_function(url)}")
+    if caps:
+        localdb.set_spending_caps(url, args.max_run_cost_usd, args.max_owner_cost_usd_per_month)
+    if caps or bare:
+        run_cap, owner_cap = localdb.get_spending_caps(url)
+        print(f"max run cost: {dollars(run_cap)}")
+        print(f"max owner cost per month: {dollars(owner_cap)}")
+
+
+def dollars(value: Decimal | None) -> str:
+    return "none" if value is None else f"${value} (by litellm's local price map)"
+
+
+def cap_usd(flag: str):
+    """An argparse type for a spending cap: US dollars, 0 or more, or `none` to clear it (localdb.CLEAR)."""
+
+    def parse(text: str) -> Decimal | object:
+        if text.strip().lower() == "none":
+            return localdb.CLEAR
+        try:
+            value = Decimal(text.strip().lstrip("$"))
+        except InvalidOperation:
+            value = None
+        if value is None or not value.is_finite() or value < 0:
+            raise argparse.ArgumentTypeError(f"{flag} takes US dollars (0 or more) or none, not {text!r}")
+        return value
+
+    return parse
 
 
 def cmd_import(args: argparse.Namespace, config: settings.Settings) -> None:
@@ -271,6 +301,24 @@ def make_transport(config: settings.Settings):
     return transport.from_settings(config, embedded_cluster(config))
 
 
+def cmd_schedule(args: argparse.Namespace, config: settings.Settings) -> None:
+    """Record the user's wish for a routine run (pg_cron's upkeep starts it, as the user): with --user
+    on the local database as that user, otherwise as ZM_ACCESS_TOKEN's user through the transport."""
+    if args.user:
+        from zm_roi.schedule import schedule_as
+
+        answer = schedule_as(database_url(config), args.user, args.frequency)
+    else:
+        answer = make_transport(config).benchmark_schedule(args.frequency)
+    if answer["frequency"] == "off":
+        print("schedule: off (no routine run; benchmark_memory still runs on demand)")
+    else:
+        print(
+            f"schedule: {answer['frequency']}; one run per period at most, never on top of one in progress; "
+            f"the next one after {answer['next_run_after']}"
+        )
+
+
 def local_token(config: settings.Settings, email: str, ttl: int) -> tuple[str, str, str]:
     """An access token for a user of the local database (embedded or ZM_DB_URL), signed with its JWT
     secret, as Supabase Auth would sign one: (database URL, JWT secret, token)."""
@@ -388,7 +436,9 @@ def build_parser() -> argparse.ArgumentParser:
     db.add_argument("--yes", action="store_true", help="reset without asking")
     db.set_defaults(func=cmd_db)
 
-    configure = sub.add_parser("configure", help="write settings (extractor, recall function) into the database")
+    configure = sub.add_parser(
+        "configure", help="write settings (extractor, recall function, spending caps) into the database"
+    )
     configure.add_argument(
         "--extractor", choices=list(settings.EXTRACTORS), help="write this mode (without it: print the settings)"
     )
@@ -396,6 +446,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--recall-function",
         metavar="SCHEMA.NAME",
         help="the recall the benchmark calls (default public.recall); same signature, SECURITY INVOKER",
+    )
+    configure.add_argument(
+        "--max-run-cost-usd",
+        type=cap_usd("--max-run-cost-usd"),
+        metavar="USD",
+        help="no run spends more than this on the deployment's key (`none`: no cap)",
+    )
+    configure.add_argument(
+        "--max-owner-cost-usd-per-month",
+        type=cap_usd("--max-owner-cost-usd-per-month"),
+        metavar="USD",
+        help="no user's calls cost more than this in a calendar month (UTC), own key included (`none`: no cap)",
     )
     configure.set_defaults(func=cmd_configure)
 
@@ -424,6 +486,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     recall.add_argument("--json", action="store_true", help="print the hits as a JSON array")
     recall.set_defaults(func=cmd_recall)
+
+    schedule = sub.add_parser("schedule", help="run the benchmark routinely for a user (pg_cron starts it, as them)")
+    often = schedule.add_mutually_exclusive_group(required=True)
+    often.add_argument("--daily", dest="frequency", action="store_const", const="daily", help="one run a day")
+    often.add_argument("--weekly", dest="frequency", action="store_const", const="weekly", help="one run a week")
+    often.add_argument("--off", dest="frequency", action="store_const", const="off", help="no routine run")
+    schedule.add_argument("--user", metavar="EMAIL", help="as this user of the local database (else ZM_ACCESS_TOKEN's)")
+    schedule.set_defaults(func=cmd_schedule)
 
     embed = sub.add_parser("embed", help="embed memories and probe questions that have no embedding yet")
     embed.add_argument("--quiet", action="store_true", help="no progress line (the summary still prints)")

@@ -138,6 +138,35 @@ def call(
     )
 
 
+# The output side of the spending cap's estimate (worker.py checks it before each call): every reply
+# is one small JSON object (a question; or two booleans, a confidence and a one-sentence reason), some
+# 30 to 80 tokens; 256 leaves room for a wordy model. An estimate, not a bound: no call sets max_tokens.
+EXPECTED_OUTPUT_TOKENS = 256
+
+
+def prompt_tokens(model: str, prompt: str) -> int:
+    """The prompt's tokens by the model's tokenizer where litellm has it offline, else by the usual
+    four characters a token."""
+    try:
+        return int(litellm.token_counter(model=model, messages=[{"role": "user", "content": prompt}]))
+    except Exception:
+        return len(prompt) // 4 + 1
+
+
+def estimate_cost(model: str, prompt: str) -> float | None:
+    """What a call of `prompt` to `model` should cost in US dollars by litellm's local price map: the
+    prompt's tokens and EXPECTED_OUTPUT_TOKENS at the model's prices. None when the map has no price
+    for the model (a spending cap then refuses the call: nothing could bound it)."""
+    try:
+        info = litellm.get_model_info(model=model)
+    except Exception:
+        return None
+    per_input, per_output = info.get("input_cost_per_token"), info.get("output_cost_per_token")
+    if per_input is None or per_output is None:
+        return None
+    return prompt_tokens(model, prompt) * float(per_input) + EXPECTED_OUTPUT_TOKENS * float(per_output)
+
+
 def cost_of(response: Any) -> float | None:
     """The call's cost in US dollars from litellm's local price map (LITELLM_LOCAL_MODEL_COST_MAP, set
     above: never fetched from the network), or None when the model is not priced there."""

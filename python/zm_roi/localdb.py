@@ -406,6 +406,27 @@ def set_extractor(url: str, extractor: str) -> None:
         conn.execute(query("set_extractor"), {"extractor": extractor})
 
 
+# `zm-roi configure --max-…-usd none`: clear the cap (a flag left out leaves its cap as it is).
+CLEAR = object()
+
+
+def set_spending_caps(url: str, max_run: object | None, max_owner: object | None) -> None:
+    """Write the caps given (a Decimal, or CLEAR for none) into roi.settings; None leaves one as it is."""
+    params = {
+        "set_run": max_run is not None,
+        "max_run": None if max_run is CLEAR else max_run,
+        "set_owner": max_owner is not None,
+        "max_owner": None if max_owner is CLEAR else max_owner,
+    }
+    with connect(url) as conn:
+        conn.execute(query("set_spending_caps"), params)
+
+
+def get_spending_caps(url: str) -> tuple:
+    with connect(url) as conn:
+        return conn.execute(query("get_spending_caps")).fetchone()
+
+
 def has_benchmark_schema(url: str) -> bool:
     """Whether the migrations ran here before (a fresh database gets its first settings)."""
     with connect(url) as conn:

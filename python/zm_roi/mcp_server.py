@@ -45,7 +45,8 @@ RESULTS_DESCRIPTION = """\
 The user's "Only memory knows" tile: the share of benchmark questions their memory answered that a bare
 agent could not (the exclusive rate, with its 95% interval), how many were judged, the trend over
 completed runs, and whether a run is still being judged (state judging) or finished with no question
-judged (state no_score: no rate, even after an earlier score; call benchmark_memory again). `hint` says
+judged (state no_score: no rate, even after an earlier score; call benchmark_memory again) or was stopped
+by a spending cap (state aborted_budget: never scored or compared; the words say what it spent). `hint` says
 what the count is ("N of M questions only memory answered"). `memories_gained_since_run` and
 `memories_lost_since_run` count the knowledge learned and invalidated since the latest run started;
 `rerun_hint`, when set, says enough has changed to run benchmark_memory again (offer it to the user). In
@@ -146,7 +147,7 @@ class RunDiagnostics(BaseModel):
 class TileResult(BaseModel):
     """The caller's tile: aggregates only, no question or memory text."""
 
-    state: Literal["invite", "judging", "no_score", "ready"]
+    state: Literal["invite", "judging", "aborted_budget", "no_score", "ready"]
     exclusive_rate: float | None = Field(None, description="0..1; null until a judged run exists")
     exclusive_rate_low: float | None = Field(None, description="95% Wilson interval, lower bound")
     exclusive_rate_high: float | None = Field(None, description="95% Wilson interval, upper bound")
@@ -160,7 +161,9 @@ class TileResult(BaseModel):
     scored_run_id: str | None = Field(None, description="the run the rate comes from; null without a rate")
     headline: str | None = Field(None, description="the tile's large line in a state without a rate")
     explanation: str | None = Field(None, description="the sentence under it")
-    note: str | None = Field(None, description="set while a newer run is being judged")
+    note: str | None = Field(
+        None, description="set while a newer run is being judged, or when a spending cap stopped the latest run"
+    )
     judge_note: str | None = Field(
         None, description="whether the judge is calibrated and the corrected rate; null in deterministic mode"
     )

@@ -160,6 +160,15 @@ update roi.settings set extractor = %(extractor)s returning extractor;
 -- name: get_extractor
 select extractor from roi.settings;
 
+-- name: set_spending_caps
+update roi.settings
+set max_run_cost_usd = case when %(set_run)s then %(max_run)s::numeric else max_run_cost_usd end,
+    max_owner_cost_usd_per_month
+      = case when %(set_owner)s then %(max_owner)s::numeric else max_owner_cost_usd_per_month end;
+
+-- name: get_spending_caps
+select max_run_cost_usd, max_owner_cost_usd_per_month from roi.settings;
+
 -- name: get_recall_function
 select recall_function from roi.settings;
 
@@ -252,6 +261,9 @@ values (%(owner_id)s, 'embedding', %(model)s, %(input_tokens)s);
 -- name: benchmark_memory
 select public.benchmark_memory();
 
+-- name: benchmark_schedule
+select public.benchmark_schedule(%(frequency)s);
+
 -- The views as JSON, so the local transport hands back exactly what PostgREST would send.
 -- name: benchmark_tile
 select to_jsonb(t) from public.roi_benchmark_tile t;
@@ -289,6 +301,16 @@ select roi.release_work(%(work_id)s, %(attempt)s, %(failure)s);
 
 -- name: owner_provider_key
 select roi.owner_provider_key(%(owner_id)s, %(provider)s, %(passphrase)s);
+
+-- Whether the spending caps allow the next model call (null) or which one it would cross.
+-- name: budget_refusal
+select roi.budget_refusal(%(owner_id)s, %(run_id)s, %(estimate)s::numeric, %(byok)s);
+
+-- name: abort_run_for_budget
+select roi.abort_run_for_budget(%(run_id)s);
+
+-- name: defer_work
+select roi.defer_work(%(work_id)s, %(attempt)s, %(why)s);
 
 -- name: record_usage
 select roi.record_usage(%(owner_id)s, %(purpose)s, %(model)s, %(run_id)s, %(probe_id)s,

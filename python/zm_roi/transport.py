@@ -32,6 +32,10 @@ class Transport(Protocol):
         """Call public.benchmark_memory(): {"status": generating | started | in_progress | empty, …}."""
         ...
 
+    def benchmark_schedule(self, frequency: str) -> dict:
+        """Call public.benchmark_schedule(frequency): daily, weekly or off, as the user."""
+        ...
+
     def tile(self) -> dict | None:
         """The caller's row of public.roi_benchmark_tile, or None."""
         ...
@@ -65,6 +69,9 @@ class LocalTransport:
 
     def benchmark_memory(self) -> dict:
         return self._as_user("benchmark_memory", "/rpc/benchmark_memory")
+
+    def benchmark_schedule(self, frequency: str) -> dict:
+        return self._as_user("benchmark_schedule", "/rpc/benchmark_schedule", {"frequency": frequency})
 
     def tile(self) -> dict | None:
         return self._as_user("benchmark_tile", f"/{TILE_VIEW}")
@@ -110,6 +117,10 @@ class SupabaseTransport:
     def benchmark_memory(self) -> dict:
         with self._client() as client:
             return client.rpc("benchmark_memory").execute().data
+
+    def benchmark_schedule(self, frequency: str) -> dict:
+        with self._client() as client:
+            return client.rpc("benchmark_schedule", {"frequency": frequency}).execute().data
 
     def tile(self) -> dict | None:
         with self._client() as client:

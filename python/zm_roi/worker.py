@@ -6,6 +6,9 @@ spot-checks, source withheld, order reversed), questions to write, questions to 
 of work (a model call, or an embedding, which needs no provider key), and hands the outcome back to
 SQL together with the call's usage event, in one transaction.
 Several calls are in flight at once, so a 20-question pool or run costs a few model round trips.
+Before each call the spending caps are asked (roi.budget_refusal, with the call's cost estimated from its
+prompt and litellm's local price map): a call they refuse is never made; its run closes as aborted_budget,
+or its question waits (docs/spending-and-schedule.md).
 
 Every state change goes through the roi_worker verbs (claim_work, record_…, release_work); the worker
 connects as `roi_worker` and sees only what the claimed row carries. NOTIFY wakes it, polling
@@ -54,6 +57,12 @@ class WorkerConfig:
     embedding_model: str | None = field(default_factory=embeddings.configured_model)
     # The second leg's model (MiniLM, offline only): each question gets both, in one transaction.
     minilm_model: str | None = field(default_factory=lambda: embeddings.configured_models().get("embedding_minilm"))
+
+
+class BudgetRefusal(Exception):
+    """A spending cap refused the model call the worker was about to start (roi.budget_refusal): the
+    message says which cap, what was spent and what the call was estimated at. Never retried: step()
+    stops the run (aborted_budget) or puts the question off."""
 
 
 @dataclass(frozen=True)
@@ -179,7 +188,10 @@ class Worker:
         job = conn.execute(query("claim_work")).fetchone()
         if job is None:
             return False
-        ok = self._KINDS[job["kind"]](self, conn, job)
+        try:
+            ok = self._KINDS[job["kind"]](self, conn, job)
+        except BudgetRefusal as refusal:
+            ok = self._stop_for_budget(conn, job, str(refusal))
         with self._lock:
             self.handled += 1
             if ok:
@@ -202,7 +214,12 @@ class Worker:
         refusal = None if outcome.failure else prompts.gate_refusal(question, title, body)
         if refusal is not None:
             second = prompts.generation_prompt(kind, title, body, refused=refusal)
-            retry = self._ask(conn, job, model, second, lambda text: prompts.parse_question(text, title, body))
+            try:
+                retry = self._ask(conn, job, model, second, lambda text: prompts.parse_question(text, title, body))
+            except BudgetRefusal:
+                with conn.transaction():  # the first call was made: it is metered all the same
+                    self._meter(conn, "probe_generation", model, job, outcome)
+                raise
             origin, question = ("retry", retry.value) if retry.failure is None else ("template", None)
         failure = outcome.failure or (retry.failure if retry is not None and retry.reply is None else None)
         with conn.transaction():
@@ -433,6 +450,45 @@ class Worker:
 
     # ---- shared steps ------------------------------------------------------------------------
 
+    def _stop_for_budget(self, conn: psycopg.Connection, job: dict, why: str) -> bool:
+        """A spending cap refused the row's next call: a run's row stops its run (aborted_budget, its
+        queued rows gone, so nothing keeps spending on it); a question to write waits (roi.defer_work)
+        without spending an attempt. Counted as handled, not failed: nothing went wrong."""
+        with conn.transaction():
+            if job.get("run_id") is not None:
+                closed = _scalar(conn, "abort_run_for_budget", {"run_id": job["run_id"]})
+                result = "run stopped (aborted_budget)" if closed else "run already closed; its queued rows dropped"
+            else:
+                _scalar(conn, "defer_work", {"work_id": job["work_id"], "attempt": job["attempt"], "why": why})
+                result = "put off for an hour"
+        log.warning(
+            "%s run=%s probe=%s owner=%s: no call made, %s: %s",
+            job["kind"],
+            job.get("run_id"),
+            job["probe_id"],
+            job["owner_id"],
+            why,
+            result,
+        )
+        return True
+
+    def _check_budget(self, conn: psycopg.Connection, job: dict, model: str, prompt: str, byok: bool) -> None:
+        """Raise BudgetRefusal when the caps (roi.settings) would not allow this call: its cost estimated
+        from the prompt and litellm's local price map, added to what the run and the owner's month
+        already spent (own-key calls count against the owner's month only)."""
+        refusal = _scalar(
+            conn,
+            "budget_refusal",
+            {
+                "owner_id": job["owner_id"],
+                "run_id": job.get("run_id"),
+                "estimate": llm.estimate_cost(model, prompt),
+                "byok": byok,
+            },
+        )
+        if refusal is not None:
+            raise BudgetRefusal(f"a call to {model} would cross {refusal}")
+
     @staticmethod
     def _release(conn: psycopg.Connection, job: dict, failure: str) -> str:
         """Hand a failed attempt back (roi.release_work: retry after a backoff, or give up the way the
@@ -497,6 +553,7 @@ class Worker:
                 # deployment's key; the row waits, and says why, until the operator fixes it.
                 return Outcome(None, False, failure=describe(exc))
             byok = api_key is not None
+            self._check_budget(conn, job, model, prompt, byok)
             reply = llm.call(
                 self.complete,
                 model=model,
@@ -508,6 +565,8 @@ class Worker:
             return Outcome(reply, byok, value=parse(reply.text))
         except RETRYABLE as exc:
             return Outcome(reply, byok, failure=describe(exc))
+        except BudgetRefusal:
+            raise  # no call was made: step() stops the run or puts the row off
         except BaseException as exc:
             why = f"worker bug: {describe(exc)}"
             try:

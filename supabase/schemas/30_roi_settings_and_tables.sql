@@ -65,7 +65,16 @@ create table roi.settings (
   -- make a whole pool of fresh questions, and the corpus the last score describes has changed by as
   -- much as the benchmark asks about; far fewer would move a 20-question rate by less than its
   -- interval (about 40 points wide) can show.
-  rerun_hint_growth integer not null default 20 check (rerun_hint_growth >= 1)
+  rerun_hint_growth integer not null default 20 check (rerun_hint_growth >= 1),
+  -- Spending caps in US dollars by litellm's local price map (null: no cap). The worker starts no model
+  -- call whose estimated cost would take a run's deployment-key spend past max_run_cost_usd, or an
+  -- owner's spend this calendar month (UTC, own key included) past max_owner_cost_usd_per_month
+  -- (roi.budget_refusal; docs/spending-and-schedule.md).
+  max_run_cost_usd numeric check (max_run_cost_usd >= 0),
+  max_owner_cost_usd_per_month numeric check (max_owner_cost_usd_per_month >= 0),
+  -- The length of every schedule's period when set (null: a day for daily, a week for weekly): for
+  -- tests, which cannot wait a day for pg_cron (roi.schedule_period).
+  schedule_period_override interval check (schedule_period_override >= interval '1 minute')
 );
 insert into roi.settings default values;
 
@@ -138,8 +147,9 @@ create table roi.recalls (
 alter table roi.recalls alter column surfaced set storage external;
 
 -- One verdict per probe of a run. Booleans and ids only: no memory text, so owners may read it.
--- Skipped: the run timed out, the judge kept failing, the probe retired, or the database switched to
--- deterministic mode while the run waited for a judge ('mode_changed').
+-- Skipped: the run timed out, the judge kept failing, the probe retired, the database switched to
+-- deterministic mode while the run waited for a judge ('mode_changed'), or a spending cap stopped the
+-- run ('budget').
 create table roi.verdicts (
   id bigint generated always as identity primary key,
   run_id uuid not null references roi.runs (id) on delete cascade,
@@ -149,9 +159,9 @@ create table roi.verdicts (
   with_memory boolean,
   without_memory boolean,
   skipped boolean not null default false,
-  skip_reason text check (skip_reason in ('timeout', 'judge_failed', 'probe_retired', 'mode_changed')),
+  skip_reason text check (skip_reason in ('timeout', 'judge_failed', 'probe_retired', 'mode_changed', 'budget')),
   confidence real check (confidence between 0 and 1),
-  judged_by text not null check (judged_by in ('deterministic', 'llm', 'timeout')),
+  judged_by text not null check (judged_by in ('deterministic', 'llm', 'timeout', 'budget')),
   recorded_at timestamptz not null default now(),
   unique (run_id, probe_id),
   check (skipped = (with_memory is null)),
@@ -159,11 +169,13 @@ create table roi.verdicts (
   check (skipped = (skip_reason is not null))
 );
 
--- A run is complete once it has a closure: every probe judged or skipped, or the timeout passed.
+-- A run is closed once it has a closure: every probe judged or skipped ('complete'), the timeout
+-- passed ('timeout'), or a spending cap stopped it ('aborted_budget': its own status, never scored,
+-- never compared).
 create table roi.run_closures (
   run_id uuid primary key references roi.runs (id) on delete cascade,
   owner_id uuid not null references auth.users (id) on delete cascade,
-  reason text not null check (reason in ('complete', 'timeout')),
+  reason text not null check (reason in ('complete', 'timeout', 'aborted_budget')),
   closed_at timestamptz not null default now()
 );
 
@@ -265,6 +277,23 @@ create table roi.judge_calibrations (
          = exclusive_tp + exclusive_fp + exclusive_tn + exclusive_fn),
   check (with_memory_tp + with_memory_fp + with_memory_tn + with_memory_fn between 1 and case_count)
 );
+-- An owner's wish for a routine run (`zm-roi schedule --daily|--weekly`; `--off` removes it). The
+-- owner reads and writes their own row through public.benchmark_schedule(); upkeep (40_roi_upkeep.sql) honours it.
+create table roi.benchmark_schedules (
+  owner_id uuid primary key references auth.users (id) on delete cascade,
+  frequency text not null check (frequency in ('daily', 'weekly')),
+  updated_at timestamptz not null default now()
+);
+
+-- The runs a schedule started, one per owner and period at most (the key says so). Append-only, read
+-- by the owner, so the run list can say which runs were scheduled.
+create table roi.scheduled_runs (
+  run_id uuid primary key references roi.runs (id) on delete cascade,
+  owner_id uuid not null references auth.users (id) on delete cascade,
+  period_start timestamptz not null,
+  unique (owner_id, period_start)
+);
+
 -- ============================================================================================
 -- Indexes
 -- ============================================================================================

@@ -301,7 +301,9 @@ $$;
 -- top-up that refills the rotated places, with one read of never-probed knowledge instead of two (each read is a statement per layer
 -- the owner reads, under RLS). The newest n never-probed memories are the first n of the newest m for
 -- any m >= n, and retiring a probe does not make its memory never-probed again, so the rows rotation
--- read to decide how many to retire are the rows the top-up adds. Returns probes retired.
+-- read to decide how many to retire are the rows the top-up adds. A run a spending cap stopped
+-- rotates nothing: its probes were not all asked, and fresh probes would spend on their questions
+-- while the cap holds. Returns probes retired.
 create function roi.rotate_and_top_up(completed_run uuid) returns integer
   language plpgsql volatile security invoker set search_path = ''
 as $$
@@ -309,7 +311,9 @@ declare
   fresh public.memories[] := '{}';
   retired integer := 0;
 begin
-  if not exists (select from roi.rotations r where r.run_id = completed_run) then
+  if not exists (select from roi.rotations r where r.run_id = completed_run)
+     and not exists (select from roi.run_closures c where c.run_id = completed_run and c.reason = 'aborted_budget')
+  then
     fresh := array(select m from roi.never_probed_knowledge((select s.rotation_per_run from roi.settings s)) m);
     retired := roi.retire_longest_serving(completed_run, cardinality(fresh));
   end if;

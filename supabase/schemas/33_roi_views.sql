@@ -15,7 +15,8 @@
 -- Aggregates only. Per run: the headline (exclusive rate with its Wilson interval); the retrieval
 -- figures that tell a search miss from a knowledge gap (source surfaced, MRR, median rank, and how
 -- often the judge's with_memory agrees with the source surfacing); the paired comparison with the
--- owner's previous closed run (improved, regressed, exact sign test; no p-value when the judge
+-- owner's previous closed run that a spending cap did not stop (status aborted_budget: a run cut
+-- short is compared with nothing; improved, regressed, exact sign test; no p-value when the judge
 -- changed, since the two runs' verdicts were not made the same way); what it cost (tokens, dollars
 -- by litellm's price map, calls on the owner's own key); the closed-book spot-check; what it
 -- measured (recall function, embedding models of its questions: embedding_minilm_model, the last
@@ -25,12 +26,14 @@
 -- judged verdict unchanged; last, the judge's measured error (docs/judge-calibration.md): whether
 -- the newest `zm-roi judge-check --record` of the run's judge exists, its sensitivity and specificity
 -- on the exclusive label, the exclusive rate corrected for them with its 95% interval
--- (roi.judge_corrected_rate), why there is none when there is none, and the calibration's size.
+-- (roi.judge_corrected_rate), why there is none when there is none, and the calibration's size;
+-- then whether the owner's schedule started the run (`scheduled`).
 create view public.roi_benchmark_runs with (security_invoker = true) as
 select r.id as run_id,
        r.started_at,
        c.closed_at as finished_at,
-       case when c.run_id is null then 'judging' else 'complete' end as status,
+       case when c.run_id is null then 'judging' when c.reason = 'aborted_budget' then 'aborted_budget'
+            else 'complete' end as status,
        r.mode,
        r.probe_count,
        coalesce(v.judged, 0)::integer as judged_count,
@@ -85,7 +88,8 @@ select r.id as run_id,
          else coalesce(cr.note, format('corrected for the judge''s measured error on its newest calibration '
                                        '(%s cases)', cal.case_count))
        end as correction_note,
-       cal.case_count as judge_calibration_cases
+       cal.case_count as judge_calibration_cases,
+       exists (select from roi.scheduled_runs sr where sr.run_id = r.id) as scheduled
 from roi.runs r
 left join roi.run_closures c on c.run_id = r.id
 left join lateral (
@@ -107,7 +111,7 @@ left join lateral (
 ) v on true
 left join lateral (
   select p.id as run_id, p.mode from roi.runs p join roi.run_closures pc on pc.run_id = p.id
-  where p.owner_id = r.owner_id and p.started_at < r.started_at
+  where p.owner_id = r.owner_id and p.started_at < r.started_at and pc.reason <> 'aborted_budget'
   order by p.started_at desc
   limit 1
 ) prev on true
@@ -220,9 +224,10 @@ $$;
 -- The tile is the one home of its wording: its state, its hint and, in deterministic mode, the
 -- sentence saying which figure the strict retrieval check bounds and in which direction. The
 -- dashboard, the MCP server and the demo render these columns; none of them re-derives them.
--- States: invite (no run yet), judging (the latest run is still being judged), no_score (the latest
--- run finished with every question skipped: no rate, even after an earlier score, which the trend
--- keeps), ready (a score). `scored_run_id` is the one home of "the scored run": the newest complete
+-- States: invite (no run yet), judging (the latest run is still being judged), aborted_budget (a
+-- spending cap stopped the latest run: the words say what it spent; an earlier score, if any, stays
+-- with a note), no_score (the latest run finished with every question skipped: no rate, even after
+-- an earlier score, which the trend keeps), ready (a score). `scored_run_id` is the one home of "the scored run": the newest complete
 -- run with a judged question, unless the latest run is no_score. `headline`, `explanation` and
 -- `note` are the tile's remaining words (the invite's explanation quotes roi.settings.pool_target);
 -- `judge_note` says whether the scored run's judge is calibrated and, if so, the corrected rate
@@ -239,7 +244,7 @@ with me as (
 ), latest as (
   select run_id, started_at, finished_at, status, mode, probe_count, judged_count, skipped_count,
          with_memory_count, without_memory_count, exclusive_count, exclusive_rate, exclusive_rate_low,
-         exclusive_rate_high
+         exclusive_rate_high, cost_usd
   from public.roi_benchmark_runs order by started_at desc limit 1
 ), scored as (
   select run_id, started_at, finished_at, status, mode, probe_count, judged_count, skipped_count,
@@ -260,6 +265,7 @@ with me as (
 )
 select case when latest.run_id is null then 'invite'
             when latest.status = 'judging' then 'judging'
+            when latest.status = 'aborted_budget' then 'aborted_budget'
             when scored.run_id is null then 'no_score'
             else 'ready' end as state,
        scored.exclusive_rate,
@@ -272,6 +278,9 @@ select case when latest.run_id is null then 'invite'
            'Ask your agent to run benchmark_memory to see what only your memory knows.'
          when scored.run_id is null and latest.status = 'judging' then
            format('Judging %s questions from your memory…', latest.probe_count)
+         when scored.run_id is null and latest.status = 'aborted_budget' then
+           format('The latest run stopped at the spending cap after $%s, with %s of %s questions judged.',
+                  round(coalesce(latest.cost_usd, 0), 4), latest.judged_count, latest.probe_count)
          when scored.run_id is null then
            format('None of the latest run''s %s questions could be judged: ask your agent to run '
                   'benchmark_memory again.', latest.probe_count)
@@ -290,6 +299,7 @@ select case when latest.run_id is null then 'invite'
        case
          when latest.run_id is null then 'No benchmark yet'
          when scored.run_id is null and latest.status = 'judging' then 'Judging…'
+         when scored.run_id is null and latest.status = 'aborted_budget' then 'Stopped at the spending cap'
          when scored.run_id is null and trend.rates is null then 'No score yet'
          when scored.run_id is null then 'No score for the latest run'
        end as headline,
@@ -300,6 +310,9 @@ select case when latest.run_id is null then 'invite'
                   (select s.pool_target from roi.settings s))
          when scored.run_id is null and latest.status = 'judging' then
            'Your first score appears here once the verdicts land, usually within a minute or two.'
+         when scored.run_id is null and latest.status = 'aborted_budget' then
+           'A run a spending cap cut short is never scored or compared. Raise the cap, or wait for the next '
+           'month, and ask your agent to run benchmark_memory again.'
          when scored.run_id is null and trend.rates is not null then
            'Earlier scores stay in the trend and the run list; the tile shows only the latest run''s.'
          when scored.run_id is not null then
@@ -307,7 +320,11 @@ select case when latest.run_id is null then 'invite'
        end as explanation,
        case when scored.run_id is not null and latest.status = 'judging' then
          format('A newer run of %s questions is being judged.', latest.probe_count)
-       end as note,
+            when scored.run_id is not null and latest.status = 'aborted_budget' then
+         format('The latest run stopped at the spending cap after $%s (%s of %s questions judged); this '
+                'score is from the run before.',
+                round(coalesce(latest.cost_usd, 0), 4), latest.judged_count, latest.probe_count)
+              end as note,
        case
          when scored.run_id is null or scored.mode = 'deterministic' then null
          when scored.exclusive_rate_corrected is not null then

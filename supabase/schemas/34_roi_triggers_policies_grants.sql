@@ -19,7 +19,8 @@ create view roi.result_tables with (security_invoker = true) as
 select t.table_name
 from (values ('roi.runs'), ('roi.recalls'), ('roi.verdicts'), ('roi.run_closures'), ('roi.rotations'),
              ('roi.recall_outcomes'), ('roi.closed_book_results'), ('roi.run_judges'),
-             ('roi.judge_check_results'), ('roi.verdict_notes'), ('roi.judge_calibrations')) t (table_name);
+             ('roi.judge_check_results'), ('roi.verdict_notes'), ('roi.judge_calibrations'),
+             ('roi.scheduled_runs')) t (table_name);
 
 -- ============================================================================================
 -- Triggers
@@ -44,6 +45,8 @@ create trigger judge_check_results_are_append_only before update or delete on ro
   for each row execute function roi.forbid_result_change();
 create trigger judge_calibrations_are_append_only before update or delete on roi.judge_calibrations
   for each row execute function roi.forbid_result_change();
+create trigger scheduled_runs_are_append_only before update or delete on roi.scheduled_runs
+  for each row execute function roi.forbid_result_change();
 
 create trigger runs_refuse_truncate before truncate on roi.runs
   for each statement execute function roi.forbid_result_truncate();
@@ -64,6 +67,8 @@ create trigger run_judges_refuse_truncate before truncate on roi.run_judges
 create trigger judge_check_results_refuse_truncate before truncate on roi.judge_check_results
   for each statement execute function roi.forbid_result_truncate();
 create trigger judge_calibrations_refuse_truncate before truncate on roi.judge_calibrations
+  for each statement execute function roi.forbid_result_truncate();
+create trigger scheduled_runs_refuse_truncate before truncate on roi.scheduled_runs
   for each statement execute function roi.forbid_result_truncate();
 
 create trigger settings_note_recall_embeddings before insert or update of recall_function on roi.settings

@@ -46,6 +46,83 @@ create table roi.dirty_layers (
 -- Functions
 -- ============================================================================================
 
+-- How long a schedule's period is: a day or a week, or roi.settings.schedule_period_override (tests).
+create function roi.schedule_period(frequency text) returns interval
+  language sql stable security invoker set search_path = ''
+as $$
+  select coalesce((select s.schedule_period_override from roi.settings s),
+                  case frequency when 'weekly' then interval '7 days' else interval '1 day' end)
+$$;
+
+-- When the owner's scheduled run of the current period is due: the period's start (UTC days; weeks
+-- from Monday) plus the owner's own quiet minute, an offset derived from their id, so that owners'
+-- runs spread over the period instead of all landing on midnight.
+create function roi.schedule_due_at(owner uuid, frequency text) returns timestamptz
+  language sql stable security invoker set search_path = ''
+as $$
+  select date_bin(p.period, now(), timestamptz '2001-01-01 00:00:00+00')
+         + (abs(hashtextextended('roi.schedule:' || owner::text, 0))
+            % greatest(1, (extract(epoch from p.period) / 60)::bigint)) * interval '1 minute'
+  from (select roi.schedule_period(frequency) as period) p
+$$;
+
+-- `zm-roi schedule`: the caller's wish for a routine run, 'daily' or 'weekly', or 'off' to remove it.
+-- SECURITY INVOKER: the row is written as the caller, under RLS. Refused for an unknown frequency and,
+-- unless turning it off, for a caller with no live knowledge to probe (nothing a run could measure).
+create function public.benchmark_schedule(frequency text) returns jsonb
+  language plpgsql volatile security invoker set search_path = ''
+as $$
+declare
+  caller uuid := auth.uid();
+  wanted text := lower(btrim(coalesce(frequency, '')));
+begin
+  if caller is null or coalesce(auth.role(), '') <> 'authenticated' then
+    raise exception 'benchmark_schedule() needs a signed-in user: call it with the user''s access token'
+      using errcode = '28000';
+  end if;
+  if wanted not in ('daily', 'weekly', 'off') then
+    raise exception 'unknown schedule %: daily, weekly or off', coalesce(frequency, 'null') using errcode = '22023';
+  end if;
+  if wanted = 'off' then
+    delete from roi.benchmark_schedules s where s.owner_id = caller;
+    return jsonb_build_object('frequency', 'off');
+  end if;
+  if not exists (select from public.memories m
+                 where m.kind in ('decision', 'gotcha', 'convention') and m.invalidated_at is null) then
+    raise exception 'no live decision, gotcha or convention memory is visible to this user: a scheduled run would have nothing to measure'
+      using errcode = '22023';
+  end if;
+  insert into roi.benchmark_schedules (owner_id, frequency) values (caller, wanted)
+  on conflict (owner_id) do update set frequency = excluded.frequency, updated_at = now();
+  return jsonb_build_object('frequency', wanted,
+                            'period', roi.schedule_period(wanted)::text,
+                            'next_run_after', greatest(now(), roi.schedule_due_at(caller, wanted)));
+end
+$$;
+
+-- Start the scheduled run of one owner, as that owner exactly as a Data API call of theirs would
+-- (public.benchmark_memory() under role authenticated and their claims, recall under RLS), and record
+-- it as this period's when one started. Any other answer (in_progress: a run is still open; generating;
+-- empty) starts nothing, and a later upkeep cycle of the period tries again.
+create function roi.start_scheduled_run(owner uuid, period_start timestamptz) returns jsonb
+  language plpgsql volatile security invoker set search_path = ''
+as $$
+declare
+  result jsonb;
+begin
+  perform roi.impersonate(owner);
+  result := public.benchmark_memory();
+  perform set_config('role', 'none', true);
+  perform set_config('request.jwt.claims', '', true);
+  if result ->> 'status' = 'started' then
+    insert into roi.scheduled_runs (run_id, owner_id, period_start)
+    values ((result ->> 'run_id')::uuid, owner, period_start);
+  end if;
+  return result;
+end
+$$;
+
+
 -- Become `owner` for the rest of the transaction, as a Data API request of theirs would.
 create function roi.impersonate(owner uuid) returns void
   language sql volatile security invoker set search_path = ''
@@ -155,7 +232,8 @@ $$;
 
 -- One upkeep cycle, idempotent: close runs past the timeout (and any whose last verdict landed
 -- without closing it), then care for the owners whose pools could have changed: the owners of the
--- layers marked dirty since the last cycle, and owners with a closed run to rotate. The marks are
+-- layers marked dirty since the last cycle, and owners with a closed run to rotate; last, start the
+-- scheduled runs that are due (roi.start_scheduled_run, as each owner, one per period). The marks are
 -- taken (deleted) in this transaction; an owner skipped as busy, or whose care failed, is marked
 -- again so the next cycle retries them. A failure for one owner does not stop the others. JIT off:
 -- at 1M memories an idle cycle spent ~10 ms compiling plans that ran in microseconds.
@@ -171,6 +249,7 @@ declare
   retired integer := 0;
   rotated integer := 0;
   added integer := 0;
+  scheduled integer := 0;
   marks jsonb;
   target record;
   outcome jsonb;
@@ -226,10 +305,41 @@ begin
     raise;
   end;
 
+  -- Scheduled runs: each owner whose run of this period is due and not yet started, under the owner's
+  -- lock (a benchmark call in flight: skipped, tried again next cycle; an open run: in_progress).
+  begin
+  for target in
+    select s.owner_id, date_bin(roi.schedule_period(s.frequency), now(), timestamptz '2001-01-01 00:00:00+00')
+             as period_start
+    from roi.benchmark_schedules s
+    where now() >= roi.schedule_due_at(s.owner_id, s.frequency)
+      and not exists (select from roi.scheduled_runs x
+                      where x.owner_id = s.owner_id
+                        and x.period_start = date_bin(roi.schedule_period(s.frequency), now(),
+                                                      timestamptz '2001-01-01 00:00:00+00'))
+  loop
+    if not pg_try_advisory_lock(roi.owner_lock_key(target.owner_id)) then
+      busy := busy + 1;
+      continue;
+    end if;
+    begin
+      outcome := roi.start_scheduled_run(target.owner_id, target.period_start);
+      scheduled := scheduled + (outcome ->> 'status' = 'started')::integer;
+    exception when others then
+      failures := failures + 1;
+      raise warning 'roi.upkeep: scheduled run of owner % not started: %', target.owner_id, sqlerrm;
+    end;
+    perform pg_advisory_unlock(roi.owner_lock_key(target.owner_id));
+  end loop;
+  exception when others or query_canceled then
+    perform pg_advisory_unlock_all();
+    raise;
+  end;
+
   update roi.upkeep_state set last_run_at = now();
   return jsonb_build_object('overdue_closed', overdue, 'finished_closed', finished, 'owners', owners,
                             'retired', retired, 'rotated', rotated, 'added', added,
-                            'busy', busy, 'failures', failures);
+                            'busy', busy, 'failures', failures, 'scheduled', scheduled);
 end
 $$;
 
@@ -265,6 +375,15 @@ create trigger team_members_mark_left after delete on public.team_members
 -- ============================================================================================
 alter table roi.upkeep_state enable row level security;
 alter table roi.dirty_layers enable row level security;
+alter table roi.benchmark_schedules enable row level security;
+alter table roi.scheduled_runs enable row level security;
+
+create policy "Owners keep their own benchmark schedule" on roi.benchmark_schedules
+  for all to authenticated
+  using (owner_id = (select auth.uid()))
+  with check (owner_id = (select auth.uid()));
+create policy "Owners read which of their runs a schedule started" on roi.scheduled_runs
+  for select to authenticated using (owner_id = (select auth.uid()));
 
 -- A signed-in writer's statement marks the layers it touched; no user reads or removes a mark.
 create policy "Signed-in writers mark the layers they changed" on roi.dirty_layers
@@ -296,7 +415,16 @@ $schedule$;
 -- ============================================================================================
 -- Upkeep is for the database owner and pg_cron only; impersonation is never a client's verb.
 revoke execute on function roi.impersonate(uuid), roi.upkeep_owner(uuid), roi.owners_of_layers(jsonb),
-  roi.upkeep() from public;
+  roi.upkeep(), roi.start_scheduled_run(uuid, timestamptz) from public;
+
+-- The schedule: the owner's own wish, written through public.benchmark_schedule() as the owner.
+revoke all on roi.benchmark_schedules, roi.scheduled_runs from public, anon, authenticated;
+grant select, insert, update, delete on roi.benchmark_schedules to authenticated;
+grant select on roi.scheduled_runs to authenticated;
+revoke execute on function roi.schedule_period(text), roi.schedule_due_at(uuid, text),
+  public.benchmark_schedule(text) from public, anon;
+grant execute on function roi.schedule_period(text), roi.schedule_due_at(uuid, text),
+  public.benchmark_schedule(text) to authenticated;
 
 -- A writer's statement fires the marking triggers as the writer: they may insert marks and run the
 -- trigger functions, nothing else.

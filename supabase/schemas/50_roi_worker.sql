@@ -21,7 +21,9 @@
 -- (PostgreSQL 15 cannot alter a generated column's expression: the migration that adds a kind drops
 -- and re-adds `urgency` with its constraint and work_due_idx, a quick rewrite of a small table, which
 -- leaves `urgency` the table's last column.)
--- The worker meters every model call, with its cost, in the same transaction as its result.
+-- The worker meters every model call, with its cost, in the same transaction as its result, and
+-- before each call asks roi.budget_refusal whether the spending caps allow it: a run the caps stop
+-- closes as 'aborted_budget' (roi.abort_run_for_budget); a question waits (roi.defer_work).
 --
 -- roi_worker sees only what its rows carry: a pending probe's source snapshot, for a judgment the
 -- question, ground truth and recall snapshot (for a check of the judge, the snapshot as the check shows
@@ -451,6 +453,83 @@ as $$
           event_cost_usd)
 $$;
 
+-- Whether the worker may start a model call estimated at `estimate` dollars (null: the model has no
+-- price in litellm's local map) for `owner`'s work on `run` (null: work outside a run): null when it
+-- may, else which cap it would cross, in one line. Calls on the deployment's key count against the
+-- run's cap and the owner's month; calls on the owner's own key (byok) against the owner's month only.
+-- Under a cap that applies, a call with no known price is refused: nothing could bound it.
+create function roi.budget_refusal(owner uuid, run uuid, estimate numeric, byok boolean) returns text
+  language plpgsql stable security invoker set search_path = ''
+as $$
+declare
+  config roi.settings;
+  spent numeric;
+begin
+  select * into config from roi.settings;
+  if run is not null and not coalesce(byok, false) and config.max_run_cost_usd is not null then
+    if estimate is null then
+      return format('the run''s spending cap of $%s cannot bound a model with no price in litellm''s cost map',
+                    config.max_run_cost_usd);
+    end if;
+    select coalesce(sum(e.cost_usd), 0) into spent from public.usage_events e
+    where e.run_id = run and e.owner_id = owner and not e.byok;
+    if spent + estimate > config.max_run_cost_usd then
+      return format('the run''s spending cap of $%s: $%s spent, the next call estimated at $%s',
+                    config.max_run_cost_usd, round(spent, 6), round(estimate, 6));
+    end if;
+  end if;
+  if config.max_owner_cost_usd_per_month is not null then
+    if estimate is null then
+      return format('the owner''s monthly spending cap of $%s cannot bound a model with no price in litellm''s cost map',
+                    config.max_owner_cost_usd_per_month);
+    end if;
+    select coalesce(sum(e.cost_usd), 0) into spent from public.usage_events e
+    where e.owner_id = owner and e.created_at >= date_trunc('month', now(), 'UTC');
+    if spent + estimate > config.max_owner_cost_usd_per_month then
+      return format('the owner''s monthly spending cap of $%s: $%s spent this month, the next call estimated at $%s',
+                    config.max_owner_cost_usd_per_month, round(spent, 6), round(estimate, 6));
+    end if;
+  end if;
+  return null;
+end
+$$;
+
+-- A spending cap refused the next model call of a run: the run closes as 'aborted_budget' (its own
+-- status, never scored and never compared), its probes still unjudged recorded as skipped ('budget'),
+-- and every row of the run still queued leaves, so nothing keeps spending on it. The checks go first:
+-- the worker may record a skipped verdict only where a judgment is still queued. True when this call
+-- closed the run (false: another closer got there first; its queued rows are gone all the same).
+create function roi.abort_run_for_budget(target_run uuid) returns boolean
+  language plpgsql volatile security invoker set search_path = ''
+as $$
+declare
+  closed boolean;
+begin
+  delete from roi.work w where w.run_id = target_run and w.kind <> 'judge';
+  closed := roi.record_run_closure(target_run, 'aborted_budget', 'budget', 'budget');
+  delete from roi.work w where w.run_id = target_run;
+  return closed;
+end
+$$;
+
+-- A spending cap refused the model call of work outside a run (a question to write): the row waits
+-- an hour (or until the month turns, if sooner), its attempt not counted and its lease let go, saying
+-- why, instead of burning attempts until the probe retires. False when the row has moved on (`attempt`
+-- fences a stale worker, as in release_work).
+create function roi.defer_work(work_id bigint, attempt integer, why text) returns boolean
+  language plpgsql volatile security invoker set search_path = ''
+as $$
+begin
+  update roi.work w
+  set lease_until = null,
+      attempts = greatest(w.attempts - 1, 0),
+      run_after = least(now() + interval '1 hour', date_trunc('month', now(), 'UTC') + interval '1 month'),
+      last_error = left(why, 1000)
+  where w.id = work_id and w.attempts = attempt and w.lease_until is not null;
+  return found;
+end
+$$;
+
 -- The grading call's decision on a claimed spot-check: recorded once, the queue row gone. False when
 -- the row is no longer queued (another worker recorded it first).
 create function roi.record_closed_book(target_run uuid, target_probe uuid, correct boolean) returns boolean
@@ -672,8 +751,8 @@ create policy "The worker records the judge of queued judgments only" on roi.run
 
 create policy "The worker reads run closures" on roi.run_closures
   for select to roi_worker using (true);
-create policy "The worker closes completed runs" on roi.run_closures
-  for insert to roi_worker with check (reason = 'complete');
+create policy "The worker closes runs that completed or that a spending cap stopped" on roi.run_closures
+  for insert to roi_worker with check (reason in ('complete', 'aborted_budget'));
 
 create policy "The worker reads pending runs" on roi.pending_runs
   for select to roi_worker using (true);
@@ -686,6 +765,11 @@ create policy "The worker reads the keys of owners it has work for" on roi.provi
 
 create policy "The worker meters the calls it makes for queued rows" on public.usage_events
   for insert to roi_worker with check (probe_id is not null);
+-- Counts, tokens and dollars, no text: what the spending caps are checked against (roi.budget_refusal),
+-- for the owners it has work for, as it reads their keys.
+create policy "The worker reads what owners it has work for spent, to hold the spending caps" on public.usage_events
+  for select to roi_worker
+  using (exists (select from roi.work w where w.owner_id = usage_events.owner_id));
 
 -- ============================================================================================
 -- Grants
@@ -705,7 +789,7 @@ grant insert on roi.verdicts, roi.verdict_notes, roi.run_closures to roi_worker;
 grant update (closed) on roi.pending_runs to roi_worker;
 grant select, insert on roi.closed_book_results to roi_worker;
 grant select, insert on roi.judge_check_results to roi_worker;
-grant insert on public.usage_events to roi_worker;
+grant select, insert on public.usage_events to roi_worker;
 -- Owners queue work inside the benchmark (runs, spot-checks, their probes' questions and embeddings).
 grant select, insert, delete on roi.work to authenticated;
 
@@ -717,7 +801,9 @@ revoke execute on function roi.queue_probe_work(), roi.claim_work(), roi.release
   roi.settle_judgment(bigint, boolean, boolean, real, text), roi.record_closed_book(uuid, uuid, boolean),
   roi.judge_check_surfaced(text, jsonb, uuid, text), roi.record_judge_check(uuid, uuid, text, boolean, boolean),
   roi.record_usage(uuid, text, text, uuid, uuid, integer, integer, boolean, numeric),
-  roi.store_provider_key(uuid, text, text, text), roi.owner_provider_key(uuid, text, text)
+  roi.store_provider_key(uuid, text, text, text), roi.owner_provider_key(uuid, text, text),
+  roi.budget_refusal(uuid, uuid, numeric, boolean), roi.abort_run_for_budget(uuid),
+  roi.defer_work(bigint, integer, text)
   from public, anon, authenticated;
 grant execute on function roi.claim_work(), roi.release_work(bigint, integer, text),
   roi.record_question(uuid, text, text, text), roi.record_question(uuid, text, extensions.vector, text, text, text),
@@ -728,7 +814,9 @@ grant execute on function roi.claim_work(), roi.release_work(bigint, integer, te
   roi.judge_check_surfaced(text, jsonb, uuid, text), roi.record_judge_check(uuid, uuid, text, boolean, boolean),
   roi.record_usage(uuid, text, text, uuid, uuid, integer, integer, boolean, numeric),
   roi.owner_provider_key(uuid, text, text), roi.close_run_if_done(uuid),
-  roi.record_run_closure(uuid, text, text, text), roi.run_lock_key(uuid), roi.template_question(text, text, text)
+  roi.record_run_closure(uuid, text, text, text), roi.run_lock_key(uuid), roi.template_question(text, text, text),
+  roi.budget_refusal(uuid, uuid, numeric, boolean), roi.abort_run_for_budget(uuid),
+  roi.defer_work(bigint, integer, text)
   to roi_worker;
 
 revoke all on roi.deployment_token_totals from public, anon, authenticated;

@@ -20,6 +20,7 @@ from zm_roi.identity import act_as, claims_for
 from zm_roi.importer import MemoryLine, Target, insert_memories
 from zm_roi.keys import store_key
 from zm_roi.queries import query
+from zm_roi.schedule import schedule_as
 from zm_roi.worker import Worker, WorkerConfig
 
 KEY_PASSPHRASE = "red team passphrase"
@@ -41,6 +42,7 @@ EXPOSED_RELATIONS = {
 }
 EXPOSED_FUNCTIONS = {
     "benchmark_memory",
+    "benchmark_schedule",
     "caller_project_ids",
     "caller_team_ids",
     "recall",
@@ -152,6 +154,16 @@ def llm_owner(db_url: str, worker_url: str, sentinel: str) -> uuid.UUID:
         assert benchmark(db_url, owner)["status"] == "started"
         with psycopg.connect(db_url) as conn:
             conn.execute("select roi.upkeep()")
+    # A routine-run wish, written as the owner; and the first run marked as one a schedule started (what
+    # upkeep records when pg_cron starts a scheduled run: tests/db/test_benchmark_schedule.py drives that).
+    schedule_as(db_url, email, "daily")
+    with psycopg.connect(db_url) as conn:
+        conn.execute(
+            "insert into roi.scheduled_runs (run_id, owner_id, period_start)"
+            " select id, owner_id, date_trunc('day', started_at) from roi.runs where owner_id = %s"
+            " order by started_at limit 1",
+            (owner,),
+        )
     return owner
 
 

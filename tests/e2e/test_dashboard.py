@@ -515,6 +515,61 @@ def test_percentages_are_formatted_in_one_place_rounded_half_up():
     assert dashboard.view_model(tile, [llm_run()])["rate"] == 63
 
 
+def stop_the_open_run_at_the_cap(db_url: str, user_id, judged: int, cost: str) -> None:
+    """What the worker leaves when a spending cap refuses a run's next call: `judged` verdicts and the
+    calls they cost, then roi.abort_run_for_budget (the rest skipped, the run closed aborted_budget)."""
+    with psycopg.connect(db_url) as conn:
+        jobs = conn.execute(
+            "select w.id, w.run_id, w.probe_id from roi.work w where w.kind = 'judge' and w.owner_id = %s "
+            "order by w.id",
+            (user_id,),
+        ).fetchall()
+        for job_id, run_id, probe_id in jobs[:judged]:
+            conn.execute(
+                "select roi.record_usage(%s, 'judgment', 'openai/gpt-4', %s, %s, 600, 40, false, %s::numeric)",
+                (user_id, run_id, probe_id, cost),
+            )
+            conn.execute("select roi.settle_judgment(%s, true, false, 0.9, 'scripted')", (job_id,))
+        assert conn.execute("select roi.abort_run_for_budget(%s)", (jobs[0][1],)).fetchone()[0]
+
+
+def test_a_run_stopped_by_the_spending_cap_is_its_own_state_and_says_what_it_spent(cluster, email, tmp_path):
+    db = cluster.url()
+    with extractor(db, "llm"), benchmark_user(cluster, email, knowledge(5)) as me:
+        transport = local(cluster, me)
+        assert transport.benchmark_memory()["status"] == "generating"
+        activate_pending_probes(db, me.id)
+        assert transport.benchmark_memory()["status"] == "started"
+        stop_the_open_run_at_the_cap(db, me.id, judged=2, cost="0.0213")
+        tile = transport.tile()
+        dom = open_page(tmp_path, "aborted-budget", render_to_file(transport, tmp_path, "aborted-budget"))
+        assert tile["state"] == "aborted_budget" and tile["exclusive_rate"] is None and tile["trend"] == []
+        assert dom.find("section", id="tile")[0]["data-state"] == "aborted_budget"
+        assert dom.text("headline") == tile["headline"] == "Stopped at the spending cap"
+        assert dom.text("hint") == tile["hint"]
+        assert "after $0.0426, with 2 of 5 questions judged" in tile["hint"]
+        assert not dom.has("rate") and not dom.find("meta", **{"http-equiv": "refresh"})
+        assert mcp_server.tile_sentence(tile) == tile["hint"]
+
+        # A complete run, then one the cap stops: the score stays the complete run's, with a note.
+        assert transport.benchmark_memory()["status"] == "started"
+        with psycopg.connect(db) as conn:
+            for (job_id,) in conn.execute(
+                "select id from roi.work where kind = 'judge' and owner_id = %s", (me.id,)
+            ).fetchall():
+                conn.execute("select roi.settle_judgment(%s, true, false, 0.9, 'scripted')", (job_id,))
+        assert transport.benchmark_memory()["status"] == "started"
+        stop_the_open_run_at_the_cap(db, me.id, judged=1, cost="0.0213")
+        tile = transport.tile()
+        dom = open_page(tmp_path, "aborted-budget-after-score", render_to_file(transport, tmp_path, "after-score"))
+    assert tile["state"] == "aborted_budget" and tile["exclusive_rate"] == 1
+    assert "stopped at the spending cap after $0.0213 (1 of 5 questions judged)" in tile["note"]
+    assert dom.text("note") == tile["note"] and dom.has("rate")
+    assert tile["trend"] == [1], "the stopped runs are not in the trend"
+    listed = dom.text("runs")
+    assert listed.count("aborted_budget") == 2 and "1 of 5 (4 skipped)" in listed and "2 of 5 (3 skipped)" in listed
+
+
 # The scored run's judge, three ways, with the words the views give for each
 # (tests/worker/test_judge_correction.py checks those words against the views themselves).
 JUDGE_STATES = {

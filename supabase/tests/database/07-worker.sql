@@ -1,7 +1,7 @@
 -- roi_worker, the LLM worker's role: least privilege (no memories, no users, only its verbs), it sees
 -- only what queued rows carry, and what it writes stays where owners and clients cannot read it.
 begin;
-select plan(35);
+select plan(36);
 
 -- The claim hands out any owner's work: rows that suites run earlier on this cluster committed wait
 -- until this transaction (rolled back) is over, so the claims below see this file's rows alone.
@@ -63,7 +63,8 @@ select is_empty(
     ('claim_work', 'release_work', 'record_question', 'record_question_embedding',
      'record_question_embedding_minilm', 'record_verdict',
      'settle_judgment', 'record_usage', 'owner_provider_key', 'close_run_if_done', 'record_run_closure',
-     'run_lock_key', 'record_closed_book', 'template_question', 'record_judge_check', 'judge_check_surfaced')$$,
+     'run_lock_key', 'record_closed_book', 'template_question', 'record_judge_check', 'judge_check_surfaced',
+     'budget_refusal', 'abort_run_for_budget', 'defer_work')$$,
   'roi_worker executes its own verbs (and what they call) and nothing else in roi');
 
 -- Who sees what: 1 issue first (the superuser sees every probe), then the worker's view.
@@ -85,7 +86,10 @@ select throws_ok($$select * from public.recall('source')$$, '42501', null, 'the 
 select throws_ok($$select public.benchmark_memory()$$, '42501', null, 'the worker cannot run a benchmark');
 select throws_ok($$select roi.top_up_pool()$$, '42501', null, 'the worker cannot top up pools');
 select throws_ok($$select 1 from auth.users$$, '42501', null, 'the worker cannot read users');
-select throws_ok($$select 1 from public.usage_events$$, '42501', null, 'the worker writes usage events but reads none');
+select is((select count(*)::int from public.usage_events where owner_id = :'owner_id'), 2,
+  'the worker reads what an owner it has work for spent (counts and dollars: the spending caps)');
+select is((select count(*)::int from public.usage_events where owner_id = :'idle_id'), 0,
+  'and nothing of an owner it has no work for');
 select throws_ok($$select * from roi.deployment_token_totals$$, '42501', null, 'the worker cannot read the totals');
 
 -- What it may write, and what not.

@@ -53,7 +53,7 @@ grant execute on function pg_temp.readable_owner_rows(uuid), pg_temp.outcome(tex
 --    benchmark_memory() pending probes, a run's recalls, outcomes, queued judgments, queued
 --    spot-checks and a pending run; through upkeep a pending probe; and, as the worker would leave
 --    them, the run's verdicts, notes, spot-check result, judge check results, closure, rotation, judge,
---    usage and a stored key.
+--    usage and a stored key; and a schedule with the run it started.
 -- ---------------------------------------------------------------------------------------------
 select tests.create_user('owner@break.test');
 select tests.create_user('other@break.test');
@@ -101,6 +101,9 @@ where run_id = :'run_id' limit 2;
 insert into public.usage_events (owner_id, purpose, model, input_tokens, output_tokens, run_id)
 values (:'owner_id', 'judgment', 'pgtap-break', 100, 10, :'run_id');
 select roi.store_provider_key(:'owner_id', 'openai', 'sk-break-owner', 'break passphrase');
+-- The owner's schedule, and the run it would have started.
+insert into roi.benchmark_schedules (owner_id, frequency) values (:'owner_id', 'daily');
+insert into roi.scheduled_runs (run_id, owner_id, period_start) values (:'run_id', :'owner_id', now());
 
 create temporary table held on commit drop as
 select relation, row_count from pg_temp.readable_owner_rows(:'owner_id');

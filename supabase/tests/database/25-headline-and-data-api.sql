@@ -49,6 +49,8 @@ values ('00000000-0000-0000-0000-00000000c200', '00000000-0000-0000-0000-0000000
         tests.user_id('headline@defs.test'), 'a note');
 insert into roi.rotations (run_id, owner_id, retired_count)
 values ('00000000-0000-0000-0000-00000000c200', tests.user_id('headline@defs.test'), 0);
+insert into roi.scheduled_runs (run_id, owner_id, period_start)
+values ('00000000-0000-0000-0000-00000000c200', tests.user_id('headline@defs.test'), date_trunc('day', now()));
 
 select tests.authenticate_as('headline@defs.test');
 select results_eq(
@@ -155,8 +157,8 @@ select set_eq($$select name from api_relations$$,
         'roi_benchmark_runs', 'roi_benchmark_tile', 'team_members', 'teams', 'usage_events'],
   'authenticated reaches exactly the allowlisted relations in public and graphql_public');
 select set_eq($$select name from api_functions$$,
-  array['benchmark_memory', 'caller_project_ids', 'caller_team_ids', 'recall', 'recall_lexical', 'recall_query',
-        'roi_benchmark_comparison'],
+  array['benchmark_memory', 'benchmark_schedule', 'caller_project_ids', 'caller_team_ids', 'recall',
+        'recall_lexical', 'recall_query', 'roi_benchmark_comparison'],
   'authenticated executes exactly the allowlisted functions in public and graphql_public');
 select is_empty($$select name from anon_reach$$,
   'anon selects from nothing and executes nothing in public, graphql_public, roi and auth');
