@@ -1,6 +1,6 @@
 -- The current definitions, read top to bottom (supabase/schemas/*.sql in name order, after
 -- sql/supabase_compat.sql). supabase/migrations/ is the history that deploys them: a change goes
--- here AND into a new migration (README, "Changing the schema"); tests/db/test_schema_files.py
+-- here AND into a new migration (docs/contributing.md, "Changing the schema"); tests/db/test_schema_files.py
 -- builds a database from each and prints any difference.
 --
 -- The memory substrate: teams, projects, their members, the memories agents write (with their
@@ -71,7 +71,7 @@ create table public.memories (
   embedding extensions.vector(384),
   embedding_model text,
   -- The second offline model's embedding (all-MiniLM-L6-v2, 384 dimensions) and its model, for the
-  -- third leg of recall; written and cleared like the first. Null with a hosted model (README, "Embeddings").
+  -- third leg of recall; written and cleared like the first. Null with a hosted model (docs/recall.md).
   embedding_minilm extensions.vector(384),
   embedding_minilm_model text,
   constraint memories_scope_owner check (
@@ -107,7 +107,7 @@ create table public.usage_events (
 -- ============================================================================================
 -- No GIN index on `search`: no signed-in recall can use one (`@@` is not leakproof, so under RLS it
 -- runs after the policy, never inside an index scan; 20_recall.sql), and the one path that could, an
--- unpinned recall by a caller who bypasses RLS, is no faster with it (bench/README.md).
+-- unpinned recall by a caller who bypasses RLS, is no faster with it (docs/decisions/0009).
 -- Each layer's live memories, newest first: top-up and rotation read a layer's never-probed
 -- knowledge in this order and stop as soon as they have enough (roi.never_probed_knowledge). Recall
 -- reads the covering indexes in 20_recall.sql instead.
@@ -174,7 +174,7 @@ create policy "Members see their own project memberships" on public.project_memb
 
 -- A hashed subplan of the caller's layers, unlike the postings' arrays (20_recall.sql): with arrays,
 -- generic plans put a caller's layer at about one row, and the pool's per-layer reads lost their
--- ordered index scans (benchmark_memory() +6% interleaved; bench/README.md, "The read policies").
+-- ordered index scans (benchmark_memory() +6% interleaved; docs/decisions/0013).
 create policy "Memories are visible to their audience" on public.memories
   for select to authenticated using (
     (scope = 'personal' and author_id = (select auth.uid()))

@@ -1,6 +1,6 @@
 -- The current definitions, read top to bottom (supabase/schemas/*.sql in name order, after
 -- sql/supabase_compat.sql). supabase/migrations/ is the history that deploys them: a change goes
--- here AND into a new migration (README, "Changing the schema"); tests/db/test_schema_files.py
+-- here AND into a new migration (docs/contributing.md, "Changing the schema"); tests/db/test_schema_files.py
 -- builds a database from each and prints any difference.
 --
 -- Recall: the one read path agents use, the query parser it shares with nothing else, and the
@@ -11,7 +11,7 @@
 -- 32_roi_runs.sql). Both read the lexical leg and the caller's layers through the same two steps,
 -- roi.recall_lexical_leg and roi.recall_layers.
 --
--- Why it reads the way it does (each choice measured by `make bench`, bench/README.md):
+-- Why it reads the way it does (each choice measured by `make bench`, docs/decisions/):
 --   1. Only the caller's layers. Left to drive the plan, the RLS policy costs a pinned recall at 1M
 --      memories ~0.8 s, growing with the corpus. So recall reads only the layers the caller reads
 --      (their personal layer, the pinned or member projects, the pinned or member teams) and
@@ -28,7 +28,7 @@
 --      enough to have HNSW indexes of its own (42_recall_layer_indexes.sql). No HNSW index over the
 --      whole table: under RLS an index-ordered approximate scan applies the policy after the search,
 --      so it under-returns, and its work and row counts reveal how dense other tenants' data is
---      (re-measured with pgvector 0.8's iterative scans: bench/README.md, "Impact-ordered
+--      (re-measured with pgvector 0.8's iterative scans: docs/decisions/0007, "Impact-ordered
 --      postings"). A layer's own partial index holds only rows every reader of the layer may read.
 --   3. Index-only. Reading a heap page per row of the layer (a layer's memories arrive interleaved
 --      with everyone else's), for the hybrid a TOASTed 1.5 kB vector too, a pinned recall at 1M took
@@ -54,7 +54,7 @@
 --      the 500 re-reads cost a pinned recall ~0.45 ms, +20% against the covering index). ts_rank
 --      ranks the templated questions as well as ts_rank_cd or better at ~1/10 the CPU (public ADR
 --      set: hit@1 323 against 321 of 328). Exact below ~10,000 rows per layer; at 100,000 real-text
---      rows 7.5 of the exact top 10 on average (bench/README.md, "Large layers").
+--      rows 7.5 of the exact top 10 on average (docs/decisions/0012).
 
 -- Recall's two shared steps live in the roi schema, which the API does not expose (its grants:
 -- 30_roi_settings_and_tables.sql).
@@ -300,11 +300,11 @@ $$;
 -- (42_recall_layer_indexes.sql), by those (ef_search 200; the e5 leg alone at 100,000 real-text
 -- rows: the source in the top 10 for 70 of 81 questions against 73 exact, 2.3 against 275 ms), each
 -- keeping its best 2 × match_count. Reciprocal rank fusion adds weight / (k + rank) per leg (k and
--- the three weights chosen on paraphrased questions: bench/README.md, "Three legs"), and only the best
+-- the three weights chosen on paraphrased questions: docs/decisions/0010), and only the best
 -- match_count rows are read from the table for their text. Planned per call, unlike recall_lexical:
 -- a generic plan estimates the pinned layers at a share of the table, and where one project holds
 -- most of the memories that share made the semantic leg scan the whole table for every pin
--- (bench/README.md, "Pinned recall against the layer's size").
+-- (docs/decisions/0008).
 create function public.recall(
   query text,
   project_id uuid default null,

@@ -1,6 +1,6 @@
 -- The current definitions, read top to bottom (supabase/schemas/*.sql in name order, after
 -- sql/supabase_compat.sql). supabase/migrations/ is the history that deploys them: a change goes
--- here AND into a new migration (README, "Changing the schema"); tests/db/test_schema_files.py
+-- here AND into a new migration (docs/contributing.md, "Changing the schema"); tests/db/test_schema_files.py
 -- builds a database from each and prints any difference.
 --
 -- The ROI benchmark: a pool of probe questions per owner, runs that recall every probe as the
@@ -53,7 +53,7 @@ create table roi.settings (
     default 'public.recall(text,uuid,uuid,integer,boolean,extensions.vector,extensions.vector)',
   -- Probes per LLM run the judge sees again with the source withheld (judge_withheld) and with the
   -- results in reverse order (judge_reversed): 3 each, so every run is checked, at 6 extra judge calls
-  -- per run (+30% of a 20-question run's judge calls; README, "Judge checks").
+  -- per run (+30% of a 20-question run's judge calls; docs/reading-a-run.md, "Judge checks").
   withheld_source_checks integer not null default 3 check (withheld_source_checks between 0 and 200),
   order_checks integer not null default 3 check (order_checks between 0 and 200),
   -- How many query embeddings that recall takes after its five arguments (0, 1: the first model's, 2:
