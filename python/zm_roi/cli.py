@@ -31,12 +31,19 @@ def database_url(config: settings.Settings) -> str:
 
 
 def running_cluster(config: settings.Settings) -> localdb.Cluster:
-    """The embedded cluster, refused with what to run when it is absent or stopped."""
+    """The embedded cluster, refused with what to run when it is absent or stopped, and refused when the
+    server on its port is not the one started from ZM_DB_HOME: every command that hands out or uses the
+    embedded database's URL comes here, so none reaches whatever else listens on the port."""
     cluster = embedded_cluster(config)
     if not cluster.exists():
         raise UserError(f"there is no embedded database in {cluster.home} yet: run `zm-roi db up`")
     if cluster.running_port() is None:
         raise UserError(f"the embedded database in {cluster.home} is not running: run `zm-roi db up`")
+    if not cluster.serves_this_folder():
+        raise UserError(
+            f"the server on 127.0.0.1:{cluster.port} is not the database in {cluster.home} (its postmaster.pid "
+            "is stale): stop that server or set ZM_DB_HOME to its folder, then run `zm-roi db up`"
+        )
     return cluster
 
 
@@ -87,10 +94,11 @@ def cmd_db(args: argparse.Namespace, config: settings.Settings) -> None:
         if not cluster.is_running():
             print(f"not running: {cluster.home}")
             return
+        running_cluster(config)  # a stale postmaster.pid names someone else's process: not ours to stop
         cluster.stop()
         print(f"stopped the embedded database on 127.0.0.1:{cluster.port}")
     elif args.action == "url":
-        print(cluster.url())
+        print(running_cluster(config).url())
     elif args.action == "status":
         db_status(cluster)
     elif args.action == "reset":
@@ -169,17 +177,18 @@ def embedder_database_url(config: settings.Settings) -> str:
     """ZM_EMBEDDER_DB_URL when set; else ZM_DB_URL; else the embedded cluster as roi_embedder."""
     if config.embedder_db_url or config.db_url:
         return config.embedder_db_url or config.db_url
-    return embedded_cluster(config).url(user="roi_embedder", password=localdb.EMBEDDER_PASSWORD)
+    return running_cluster(config).url(user="roi_embedder", password=localdb.EMBEDDER_PASSWORD)
 
 
 def cmd_embed(args: argparse.Namespace, config: settings.Settings) -> None:
     from zm_roi import embeddings
     from zm_roi.backfill import backfill
 
+    url = embedder_database_url(config)
     models = embeddings.configured_models()
     if not models:
         raise UserError("embeddings are off (ZM_EMBEDDING_MODEL=none): nothing to embed")
-    done = backfill(embedder_database_url(config), models, quiet=args.quiet)
+    done = backfill(url, models, quiet=args.quiet)
     print(
         f"embedded {done.memories} memories with {' and '.join(models.values())}; "
         f"{done.questions_queued} probe questions queued for `zm-roi worker` to embed"
@@ -188,7 +197,7 @@ def cmd_embed(args: argparse.Namespace, config: settings.Settings) -> None:
 
 def worker_database_url(config: settings.Settings) -> str:
     """ZM_WORKER_DB_URL when set, otherwise the embedded cluster as the least-privilege worker role."""
-    return config.worker_db_url or embedded_cluster(config).url(user="roi_worker", password=localdb.WORKER_PASSWORD)
+    return config.worker_db_url or running_cluster(config).url(user="roi_worker", password=localdb.WORKER_PASSWORD)
 
 
 def cmd_worker(args: argparse.Namespace, config: settings.Settings) -> None:

@@ -180,6 +180,16 @@ class Cluster:
         self.stop()
         self.start()
 
+    def serves_this_folder(self) -> bool:
+        """Whether the server on `port` is this folder's own (its data directory is `pgdata`): a
+        postmaster.pid can outlive its server, and its pid be reused, while another cluster takes the port."""
+        try:
+            with psycopg.connect(self.url(), connect_timeout=5) as conn:
+                served = conn.execute(query("data_directory")).fetchone()[0]
+        except psycopg.Error:
+            return False
+        return Path(served).resolve() == self.pgdata.resolve()
+
     def is_running(self) -> bool:
         if not self.exists():
             return False

@@ -284,3 +284,6 @@ select roi.record_question_embedding_minilm(%(probe_id)s, %(embedding)s::extensi
 
 -- name: store_provider_key
 select roi.store_provider_key(%(owner_id)s, %(provider)s, %(api_key)s, %(passphrase)s);
+
+-- name: data_directory
+select current_setting('data_directory');

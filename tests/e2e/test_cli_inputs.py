@@ -245,3 +245,39 @@ def test_the_extractor_default_has_one_home_the_database():
     row = next(line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| `ZM_EXTRACTOR`"))
     assert f"`{localdb.EMBEDDED_FIRST_MODE}`, `localdb.EMBEDDED_FIRST_MODE`" in row
     assert f"`supabase db push`: `{column_default}`, the column default" in row
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["db", "url"], ["worker", "--once"], ["embed"], ["token", "--user", "a@b.co"], ["configure"]],
+    ids=lambda args: " ".join(args),
+)
+def test_no_command_hands_out_or_uses_a_cluster_it_did_not_start(cluster, tmp_path, args):
+    """Before: with no database in ZM_DB_HOME, `db url` printed the URL of whatever listened on ZM_DB_PORT
+    (another user's cluster) and exited 0, and `worker --once` and `embed` logged into it."""
+    env = {
+        "ZM_DB_HOME": str(tmp_path / "db"),
+        "ZM_DB_PORT": str(cluster.port),
+        "ZM_EMBEDDING_MODEL": "openai/text-embedding-3-small",
+    }
+    result = zm(*args, **env)
+    one_line_error(result, f"there is no embedded database in {tmp_path / 'db'} yet: run `zm-roi db up`")
+    assert str(cluster.port) not in result.stdout
+
+
+def test_a_cluster_folder_whose_server_is_not_the_one_listening_is_refused(cluster, tmp_path):
+    """A folder that looks like a running cluster (its postmaster.pid names a live process and the port)
+    while the server on that port serves another data directory: nothing is handed out or used."""
+    home = tmp_path / "db"
+    (home / "pgdata").mkdir(parents=True)
+    (home / "pgdata" / "PG_VERSION").write_text("15\n")
+    (home / "jwt_secret").write_text("not-the-other-clusters-secret")
+    pid = (Path(cluster.pgdata) / "postmaster.pid").read_text().splitlines()
+    (home / "pgdata" / "postmaster.pid").write_text(
+        "\n".join([str(os.getpid()), str(home / "pgdata"), *pid[2:]]) + "\n"
+    )
+    env = {"ZM_DB_HOME": str(home), "ZM_DB_PORT": str(localdb.free_port())}
+    for args in (["db", "url"], ["worker", "--once"], ["configure"]):
+        result = zm(*args, **env)
+        one_line_error(result, f"the server on 127.0.0.1:{cluster.port} is not the database in {home}")
+        assert str(cluster.port) not in result.stdout
