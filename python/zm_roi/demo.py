@@ -214,7 +214,10 @@ def compare_recalls(cluster: localdb.Cluster, db_url: str, llm: bool) -> None:
 
 
 def dashboard_page(config: Settings, cluster: localdb.Cluster) -> Path:
-    """Where the demo writes the page."""
+    """Where the demo writes the page: inside its own folders only. A ZM_DB_HOME the user chose gets it
+    inside (the folder above is the user's); the default home, .zm/db, keeps it in .zm as before."""
+    if config.db_home is not None:
+        return cluster.home / "dashboard.html"
     return cluster.home.parent / "dashboard.html"
 
 
