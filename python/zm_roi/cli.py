@@ -48,9 +48,16 @@ def running_cluster(config: settings.Settings) -> localdb.Cluster:
 
 
 def db_up(config: settings.Settings, quiet: bool = False, keep_mode: bool = False) -> localdb.Cluster:
-    """Create, start and migrate the embedded database; a second call changes nothing. With
-    `keep_mode` (the demo) ZM_EXTRACTOR applies to a new database only."""
+    """Create, start and migrate the embedded database; a second call changes nothing, and a call while
+    another runs waits for it. With `keep_mode` (the demo) ZM_EXTRACTOR applies to a new database only."""
     say = (lambda *_: None) if quiet else (lambda text: print(text, flush=True))
+    home = embedded_cluster(config)
+    with home.exclusive(lambda: say(f"waiting for another `zm-roi db up` on {home.home} to finish")):
+        return _db_up_locked(config, say, keep_mode)
+
+
+def _db_up_locked(config: settings.Settings, say, keep_mode: bool) -> localdb.Cluster:
+    # Read again under the lock: the call we waited for may have created and started it.
     cluster = embedded_cluster(config)
     root = localdb.project_root()
     created = not cluster.exists()
@@ -104,9 +111,10 @@ def cmd_db(args: argparse.Namespace, config: settings.Settings) -> None:
     elif args.action == "reset":
         if not args.yes and not confirm(f"delete every memory and result in {cluster.home}?"):
             raise UserError("reset cancelled (pass --yes to skip the question)")
-        cluster.destroy()
-        print(f"removed the database in {cluster.home}")
-        db_up(config)
+        with cluster.exclusive(lambda: print(f"waiting for another `zm-roi db up` on {cluster.home} to finish")):
+            cluster.destroy(keep_lock=True)
+            print(f"removed the database in {cluster.home}")
+            _db_up_locked(config, lambda text: print(text, flush=True), keep_mode=False)
 
 
 def db_status(cluster: localdb.Cluster) -> None:
