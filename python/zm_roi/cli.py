@@ -304,8 +304,12 @@ def cmd_mcp(args: argparse.Namespace, config: settings.Settings) -> None:
 def cmd_dashboard(args: argparse.Namespace, config: settings.Settings) -> None:
     from zm_roi import dashboard
 
-    if args.out:
+    if args.out is not None:
+        if not args.out.strip():
+            raise UserError("--out needs a file name, not an empty string")
         path = Path(args.out)
+        if path.is_dir():
+            raise UserError(f"{path} is a folder: --out needs a file name")
         if not path.parent.is_dir():
             raise UserError(f"cannot write {path}: the folder {path.parent} does not exist")
         path.write_text(dashboard.render(make_transport(config)), encoding="utf-8")

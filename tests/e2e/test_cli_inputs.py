@@ -281,3 +281,9 @@ def test_a_cluster_folder_whose_server_is_not_the_one_listening_is_refused(clust
         result = zm(*args, **env)
         one_line_error(result, f"the server on 127.0.0.1:{cluster.port} is not the database in {home}")
         assert str(cluster.port) not in result.stdout
+
+
+def test_dashboard_out_needs_a_file_name(tmp_path):
+    """Before: `--out ""` fell through to the server branch and ended in a TypeError traceback."""
+    one_line_error(zm("dashboard", "--out", ""), "--out needs a file name, not an empty string")
+    one_line_error(zm("dashboard", "--out", str(tmp_path)), f"{tmp_path} is a folder: --out needs a file name")
