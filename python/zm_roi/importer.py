@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -29,7 +28,7 @@ from uuid import UUID
 import psycopg
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from zm_roi import backfill, embeddings, localdb
+from zm_roi import backfill, embeddings, localdb, names
 from zm_roi.errors import UserError, nearest_name
 from zm_roi.progress import Progress
 from zm_roi.queries import query
@@ -91,18 +90,6 @@ class MemoryLine(BaseModel):
         if value < created:
             raise ValueError(f"{value.isoformat()} is before created_at ({created.isoformat()})")
         return value
-
-
-# Enough to catch a typo or a blank, not a full RFC 5322 parser: something@domain.tld, no spaces.
-EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
-
-
-def normalize_email(email: str) -> str:
-    """Trimmed and lower-cased, as Supabase Auth stores it; an empty or malformed address is refused."""
-    normalized = email.strip().lower()
-    if not EMAIL.match(normalized):
-        raise UserError(f"{email!r} is not an email address (expected name@example.com)")
-    return normalized
 
 
 @dataclass(frozen=True)
@@ -223,14 +210,12 @@ def import_memories(db_url: str, path: Path, target: Target, *, quiet: bool = Fa
 
 def checked_target(target: Target) -> Target:
     """The target with a normalized email and trimmed names; blank names are refused."""
-    names = {}
+    places = {}
     for option in ("project", "team"):
         value = getattr(target, option)
         if value is not None:
-            if not value.strip():
-                raise UserError(f"--{option} must name a {option}, not be blank")
-            names[option] = value.strip()
-    return Target(normalize_email(target.email), join=target.join, **names)
+            places[option] = names.name(value, f"--{option}")
+    return Target(names.email(target.email), join=target.join, **places)
 
 
 def insert_memories(conn: psycopg.Connection, memories: list[MemoryLine], target: Target) -> int:

@@ -287,3 +287,56 @@ def test_dashboard_out_needs_a_file_name(tmp_path):
     """Before: `--out ""` fell through to the server branch and ended in a TypeError traceback."""
     one_line_error(zm("dashboard", "--out", ""), "--out needs a file name, not an empty string")
     one_line_error(zm("dashboard", "--out", str(tmp_path)), f"{tmp_path} is a folder: --out needs a file name")
+
+
+@pytest.mark.parametrize("option", ["--project", "--team"])
+def test_a_name_over_the_limit_is_refused_before_the_database_refuses_it(db_url, email, jsonl, option):
+    """Before: a 3,000-character project or team ended in PostgreSQL's "index row size … exceeds btree
+    version 4 maximum 2704" (while 100,000 repeated characters passed, because they compress)."""
+    result = zm("import", str(jsonl), "--user", email, option, "Ω" * 3000, ZM_DB_URL=db_url)
+    one_line_error(result, f"{option} has 3,000 characters; a name has at most 200")
+    assert zm("import", str(jsonl), "--user", email, option, "n" * 200, ZM_DB_URL=db_url).returncode == 0
+
+
+def test_an_email_over_the_limit_is_refused_before_the_database_refuses_it(db_url, jsonl):
+    address = "x" * 3000 + "@example.test"
+    result = zm("import", str(jsonl), "--user", address, ZM_DB_URL=db_url)
+    one_line_error(result, "the email address has 3,013 characters; an address has at most 254")
+
+
+def test_the_database_holds_the_name_limits_on_every_path(conn):
+    """The same limits as check constraints, for paths that do not go through the CLI."""
+    for table in ("public.projects", "public.teams"):
+        with pytest.raises(psycopg.errors.CheckViolation), conn.transaction():
+            conn.execute(sql.SQL("insert into {} (name) values (%s)").format(sql.SQL(table)), ("n" * 201,))
+    with pytest.raises(psycopg.errors.CheckViolation), conn.transaction():
+        conn.execute("insert into auth.users (email) values (%s)", ("x" * 250 + "@e.test",))
+
+
+def test_a_line_nested_deeper_than_the_reader_goes_is_refused_with_its_number(db_url, email, tmp_path):
+    """Before: a JSON line nested 3,000 deep ended in a RecursionError traceback."""
+    path = tmp_path / "deep.jsonl"
+    path.write_text('{"title": "ok", "body": "fine", "kind": "decision"}\n{"title": ' + "[" * 3000 + "]" * 3000 + "}\n")
+    one_line_error(zm("import", str(path), "--user", email, ZM_DB_URL=db_url), f"{path}:2: nested too deeply to read")
+
+
+def test_an_email_with_a_dotted_capital_i_is_found_by_every_command(db_url, jsonl):
+    """Before: import created `İlker@…` (Python lower-cases İ to i + U+0307) and `token` looked it up with
+    PostgreSQL's lower() (which gives a plain i): "no user"."""
+    address = f"İlker-{os.urandom(4).hex()}@Example.test"
+    assert zm("import", str(jsonl), "--user", address, ZM_DB_URL=db_url).returncode == 0
+    minted = zm("token", "--user", address, ZM_DB_URL=db_url, ZM_JWT_SECRET="s" * 40)
+    assert minted.returncode == 0, minted.stderr
+    recalled = zm("recall", "sdk", "--user", f" {address.upper()} ", "--json", ZM_DB_URL=db_url)
+    assert recalled.returncode == 0, recalled.stderr
+    assert [hit["title"] for hit in json.loads(recalled.stdout)] == ["Pin the SDK"]
+
+
+@pytest.mark.parametrize("option", ["--project", "--team"])
+def test_recall_trims_a_name_as_import_does(db_url, email, jsonl, option):
+    """Before: import trimmed ' name ' and recall looked for it with the spaces: "no project named"."""
+    name = f"trim-{email[5:13]}"
+    assert zm("import", str(jsonl), "--user", email, option, f" {name} ", ZM_DB_URL=db_url).returncode == 0
+    recalled = zm("recall", "sdk", "--user", email, option, f"  {name} ", "--json", ZM_DB_URL=db_url)
+    assert recalled.returncode == 0, recalled.stderr
+    assert [hit["title"] for hit in json.loads(recalled.stdout)] == ["Pin the SDK"]
