@@ -155,6 +155,11 @@ def _lines(path: Path, handle) -> Iterator[tuple[int, MemoryLine]]:
             yield number, MemoryLine.model_validate(row)
         except json.JSONDecodeError as exc:
             raise UserError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+        except RecursionError:
+            # json.loads recurses once per level: a line nested ~1,000 deep exhausts Python's stack.
+            raise UserError(
+                f"{path}:{number}: nested too deeply to read (a memory line is one flat object of text fields)"
+            ) from None
         except ValidationError as exc:
             raise UserError(f"{path}:{number}: {_first_problem(exc)}") from None
 
