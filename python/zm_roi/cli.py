@@ -144,7 +144,7 @@ def cmd_configure(args: argparse.Namespace, config: settings.Settings) -> None:
 
 
 def cmd_import(args: argparse.Namespace, config: settings.Settings) -> None:
-    from zm_roi import embeddings
+    from zm_roi import embeddings, names
     from zm_roi.importer import Target, import_memories
 
     target = Target(email=args.user, project=args.project, team=args.team, join=args.join)
@@ -155,10 +155,16 @@ def cmd_import(args: argparse.Namespace, config: settings.Settings) -> None:
         raise
     for note in result.notes:
         print(note)
-    where = f"project {args.project}" if args.project else f"team {args.team}" if args.team else "personal layer"
+    where = (
+        f"project {names.name(args.project, '--project')}"
+        if args.project is not None
+        else f"team {names.name(args.team, '--team')}"
+        if args.team is not None
+        else "personal layer"
+    )
     already = "memory was" if result.skipped == 1 else "memories were"
     skipped = f" ({result.skipped} identical {already} already there: skipped)" if result.skipped else ""
-    print(f"imported {result.imported} memories for {args.user.strip().lower()} into {where}{skipped}")
+    print(f"imported {result.imported} memories for {names.email(args.user)} into {where}{skipped}")
     if result.embedded:
         print(f"embedded {result.embedded} memories with {' and '.join(embeddings.configured_models().values())}")
 
@@ -281,16 +287,17 @@ def make_transport(config: settings.Settings):
 
 
 def cmd_token(args: argparse.Namespace, config: settings.Settings) -> None:
-    from zm_roi import tokens, transport
+    from zm_roi import names, tokens, transport
 
+    email = names.email(args.user)
     if not config.db_url:
         running_cluster(config)
     db_url, jwt_secret = transport.local_database(config, embedded_cluster(config))
     with localdb.connect(db_url) as conn:
-        row = conn.execute(query("user_id_by_email"), {"email": args.user}).fetchone()
+        row = conn.execute(query("user_id_by_email"), {"email": email}).fetchone()
     if row is None:
-        raise UserError(f"no user {args.user}: import memories for them first")
-    print(tokens.mint(jwt_secret, row[0], args.user, args.ttl))
+        raise UserError(f"no user {email}: import memories for them first")
+    print(tokens.mint(jwt_secret, row[0], email, args.ttl))
 
 
 def cmd_mcp(args: argparse.Namespace, config: settings.Settings) -> None:
