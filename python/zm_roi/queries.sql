@@ -287,3 +287,12 @@ select roi.store_provider_key(%(owner_id)s, %(provider)s, %(api_key)s, %(passphr
 
 -- name: data_directory
 select current_setting('data_directory');
+
+-- name: worker_queue_waiting
+select count(*) filter (where w.lease_until >= now()) as leased,
+       count(*) filter (where w.run_after > now() and (w.lease_until is null or w.lease_until < now())) as waiting,
+       min(w.run_after) filter (where w.run_after > now() and (w.lease_until is null or w.lease_until < now()))
+         as next_due,
+       extract(epoch from min(w.run_after) filter (where w.run_after > now()
+         and (w.lease_until is null or w.lease_until < now())) - now())::float8 as due_in_seconds
+from roi.work w;
