@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -447,6 +448,12 @@ def main(argv: list[str] | None = None) -> int:
         config = settings.load()
         with database_errors():
             args.func(args, config)
+        sys.stdout.flush()  # a closed pipe is met here, inside the handlers, not at interpreter exit
+    except BrokenPipeError:
+        # The reader went away (`zm-roi recall … | head -1`): it has what it wanted. End quietly, as a
+        # Unix tool killed by SIGPIPE does; stdout goes to /dev/null so the exit's flush raises nothing.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except UserError as exc:
         print(f"zm-roi: {exc}", file=sys.stderr)
         return 2

@@ -340,3 +340,26 @@ def test_recall_trims_a_name_as_import_does(db_url, email, jsonl, option):
     recalled = zm("recall", "sdk", "--user", email, option, f"  {name} ", "--json", ZM_DB_URL=db_url)
     assert recalled.returncode == 0, recalled.stderr
     assert [hit["title"] for hit in json.loads(recalled.stdout)] == ["Pin the SDK"]
+
+
+def test_output_into_a_pipe_whose_reader_has_gone_ends_quietly(db_url, email, jsonl):
+    """`zm-roi recall … | head -1`: before, the rest of the output met a closed pipe and the command said
+    "zm-roi: Broken pipe" and exited 2. Now it stops quietly, as a Unix tool killed by SIGPIPE (141)."""
+    assert zm("import", str(jsonl), "--user", email, ZM_DB_URL=db_url).returncode == 0
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first byte: every write meets a closed pipe
+    merged = {key: value for key, value in os.environ.items() if key not in INHERITED}
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "zm_roi.cli", "recall", "sdk", "--user", email, "--json"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**merged, "ZM_DB_URL": db_url},
+            cwd=ROOT,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert result.stderr == "", result.stderr
+    assert result.returncode == 141
