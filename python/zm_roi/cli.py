@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from zm_roi import localdb, settings
-from zm_roi.errors import UserError, database_errors
+from zm_roi.errors import UserError, database_errors, url_from
 from zm_roi.queries import query
 
 DASHBOARD_PORT = 8787
@@ -190,8 +190,11 @@ def cmd_recall(args: argparse.Namespace, config: settings.Settings) -> None:
 
 def embedder_database_url(config: settings.Settings) -> str:
     """ZM_EMBEDDER_DB_URL when set; else ZM_DB_URL; else the embedded cluster as roi_embedder."""
-    if config.embedder_db_url or config.db_url:
-        return config.embedder_db_url or config.db_url
+    if config.embedder_db_url:
+        url_from("ZM_EMBEDDER_DB_URL")
+        return config.embedder_db_url
+    if config.db_url:
+        return config.db_url
     return running_cluster(config).url(user="roi_embedder", password=localdb.EMBEDDER_PASSWORD)
 
 
@@ -212,6 +215,8 @@ def cmd_embed(args: argparse.Namespace, config: settings.Settings) -> None:
 
 def worker_database_url(config: settings.Settings) -> str:
     """ZM_WORKER_DB_URL when set, otherwise the embedded cluster as the least-privilege worker role."""
+    if config.worker_db_url:
+        url_from("ZM_WORKER_DB_URL")
     return config.worker_db_url or running_cluster(config).url(user="roi_worker", password=localdb.WORKER_PASSWORD)
 
 

@@ -363,3 +363,19 @@ def test_output_into_a_pipe_whose_reader_has_gone_ends_quietly(db_url, email, js
         os.close(write_end)
     assert result.stderr == "", result.stderr
     assert result.returncode == 141
+
+
+@pytest.mark.parametrize(
+    ("setting", "args"),
+    [("ZM_WORKER_DB_URL", ["worker", "--once"]), ("ZM_EMBEDDER_DB_URL", ["embed"])],
+)
+def test_a_malformed_url_is_blamed_on_the_setting_the_user_set(setting, args):
+    """Before: a malformed ZM_WORKER_DB_URL (or ZM_EMBEDDER_DB_URL) said "check ZM_DB_URL", which was not set."""
+    result = zm(*args, **{setting: "garbage", "ZM_EMBEDDING_MODEL": "openai/text-embedding-3-small"})
+    one_line_error(result, "the database connection settings are not usable")
+    assert f"check {setting}" in result.stderr and "ZM_DB_URL" not in result.stderr.replace(setting, "")
+    unreachable = zm(
+        *args, **{setting: "postgresql://u:p@127.0.0.1:1/db", "ZM_EMBEDDING_MODEL": "openai/text-embedding-3-small"}
+    )
+    one_line_error(unreachable, "cannot reach the database at 127.0.0.1:1")
+    assert f"fix {setting}" in unreachable.stderr and "ZM_DB_URL" not in unreachable.stderr.replace(setting, "")
