@@ -132,6 +132,8 @@ def db_status(cluster: localdb.Cluster) -> None:
 
 def cmd_configure(args: argparse.Namespace, config: settings.Settings) -> None:
     """With --extractor or --recall-function, write that; bare, print every setting it writes and change nothing."""
+    if args.recall_function is not None and not args.recall_function.strip():
+        raise UserError("--recall-function needs a function name, not a blank (e.g. public.recall)")
     url = database_url(config)
     bare = not (args.extractor or args.recall_function)
     if args.recall_function:
@@ -257,6 +259,8 @@ def cmd_judge_check(args: argparse.Namespace, config: settings.Settings) -> None
 
     from zm_roi import judgecheck, llm
 
+    if args.model is not None and not args.model.strip():
+        raise UserError("--model needs a model name, not a blank (without --model: ZM_JUDGE_MODEL)")
     model = args.model or config.judge_model
     llm.check_keys([model])
     report = judgecheck.run_check(

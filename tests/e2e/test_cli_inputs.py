@@ -379,3 +379,16 @@ def test_a_malformed_url_is_blamed_on_the_setting_the_user_set(setting, args):
     )
     one_line_error(unreachable, "cannot reach the database at 127.0.0.1:1")
     assert f"fix {setting}" in unreachable.stderr and "ZM_DB_URL" not in unreachable.stderr.replace(setting, "")
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["configure", "--recall-function", ""], "--recall-function needs a function name, not a blank"),
+        (["judge-check", "--model", ""], "--model needs a model name, not a blank"),
+    ],
+)
+def test_an_empty_option_value_is_refused_not_read_as_no_option(db_url, args, expected):
+    """Before: `configure --recall-function ""` printed the settings as a bare `configure` does, and
+    `judge-check --model ""` checked ZM_JUDGE_MODEL: the value the user gave was silently dropped."""
+    one_line_error(zm(*args, ZM_DB_URL=db_url), expected)
