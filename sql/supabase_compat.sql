@@ -98,6 +98,14 @@ begin
     create policy "Users see their own row" on auth.users
       for select to authenticated using (id = (select auth.uid()));
   end if;
+  -- Supabase Auth keeps emails in a varchar(255); locally a check holds RFC 5321's 254, before the
+  -- unique index would refuse a long one with "index row size exceeds btree maximum 2704". Added only
+  -- when missing, for the same reason as the policy above.
+  if not exists (select from pg_constraint c where c.conrelid = 'auth.users'::regclass
+                 and c.conname = 'users_email_at_most_254_characters') then
+    alter table auth.users add constraint users_email_at_most_254_characters
+      check (char_length(email) <= 254);
+  end if;
   revoke all on auth.users from anon, authenticated;
   grant select (id) on auth.users to authenticated;
   revoke service_role from authenticator;

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import signal
 import sys
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from zm_roi import localdb, settings
-from zm_roi.errors import UserError, database_errors
+from zm_roi.errors import UserError, database_errors, url_from
 from zm_roi.queries import query
 
 DASHBOARD_PORT = 8787
@@ -33,19 +34,33 @@ def database_url(config: settings.Settings) -> str:
 
 
 def running_cluster(config: settings.Settings) -> localdb.Cluster:
-    """The embedded cluster, refused with what to run when it is absent or stopped."""
+    """The embedded cluster, refused with what to run when it is absent or stopped, and refused when the
+    server on its port is not the one started from ZM_DB_HOME: every command that hands out or uses the
+    embedded database's URL comes here, so none reaches whatever else listens on the port."""
     cluster = embedded_cluster(config)
     if not cluster.exists():
         raise UserError(f"there is no embedded database in {cluster.home} yet: run `zm-roi db up`")
     if cluster.running_port() is None:
         raise UserError(f"the embedded database in {cluster.home} is not running: run `zm-roi db up`")
+    if not cluster.serves_this_folder():
+        raise UserError(
+            f"the server on 127.0.0.1:{cluster.port} is not the database in {cluster.home} (its postmaster.pid "
+            "is stale): stop that server or set ZM_DB_HOME to its folder, then run `zm-roi db up`"
+        )
     return cluster
 
 
 def db_up(config: settings.Settings, quiet: bool = False, keep_mode: bool = False) -> localdb.Cluster:
-    """Create, start and migrate the embedded database; a second call changes nothing. With
-    `keep_mode` (the demo) ZM_EXTRACTOR applies to a new database only."""
+    """Create, start and migrate the embedded database; a second call changes nothing, and a call while
+    another runs waits for it. With `keep_mode` (the demo) ZM_EXTRACTOR applies to a new database only."""
     say = (lambda *_: None) if quiet else (lambda text: print(text, flush=True))
+    home = embedded_cluster(config)
+    with home.exclusive(lambda: say(f"waiting for another `zm-roi db up` on {home.home} to finish")):
+        return _db_up_locked(config, say, keep_mode)
+
+
+def _db_up_locked(config: settings.Settings, say, keep_mode: bool) -> localdb.Cluster:
+    # Read again under the lock: the call we waited for may have created and started it.
     cluster = embedded_cluster(config)
     root = localdb.project_root()
     created = not cluster.exists()
@@ -89,18 +104,20 @@ def cmd_db(args: argparse.Namespace, config: settings.Settings) -> None:
         if not cluster.is_running():
             print(f"not running: {cluster.home}")
             return
+        running_cluster(config)  # a stale postmaster.pid names someone else's process: not ours to stop
         cluster.stop()
         print(f"stopped the embedded database on 127.0.0.1:{cluster.port}")
     elif args.action == "url":
-        print(cluster.url())
+        print(running_cluster(config).url())
     elif args.action == "status":
         db_status(cluster)
     elif args.action == "reset":
         if not args.yes and not confirm(f"delete every memory and result in {cluster.home}?"):
             raise UserError("reset cancelled (pass --yes to skip the question)")
-        cluster.destroy()
-        print(f"removed the database in {cluster.home}")
-        db_up(config)
+        with cluster.exclusive(lambda: print(f"waiting for another `zm-roi db up` on {cluster.home} to finish")):
+            cluster.destroy(keep_lock=True)
+            print(f"removed the database in {cluster.home}")
+            _db_up_locked(config, lambda text: print(text, flush=True), keep_mode=False)
 
 
 def db_status(cluster: localdb.Cluster) -> None:
@@ -118,6 +135,8 @@ def db_status(cluster: localdb.Cluster) -> None:
 def cmd_configure(args: argparse.Namespace, config: settings.Settings) -> None:
     """With --extractor, --recall-function or a cap, write that; bare, print every setting it writes and
     change nothing."""
+    if args.recall_function is not None and not args.recall_function.strip():
+        raise UserError("--recall-function needs a function name, not a blank (e.g. public.recall)")
     url = database_url(config)
     caps = args.max_run_cost_usd is not None or args.max_owner_cost_usd_per_month is not None
     bare = not (args.extractor or args.recall_function or caps)
@@ -159,7 +178,7 @@ def cap_usd(flag: str):
 
 
 def cmd_import(args: argparse.Namespace, config: settings.Settings) -> None:
-    from zm_roi import embeddings
+    from zm_roi import embeddings, names
     from zm_roi.importer import Target, import_memories
 
     target = Target(email=args.user, project=args.project, team=args.team, join=args.join)
@@ -170,10 +189,16 @@ def cmd_import(args: argparse.Namespace, config: settings.Settings) -> None:
         raise
     for note in result.notes:
         print(note)
-    where = f"project {args.project}" if args.project else f"team {args.team}" if args.team else "personal layer"
+    where = (
+        f"project {names.name(args.project, '--project')}"
+        if args.project is not None
+        else f"team {names.name(args.team, '--team')}"
+        if args.team is not None
+        else "personal layer"
+    )
     already = "memory was" if result.skipped == 1 else "memories were"
     skipped = f" ({result.skipped} identical {already} already there: skipped)" if result.skipped else ""
-    print(f"imported {result.imported} memories for {args.user.strip().lower()} into {where}{skipped}")
+    print(f"imported {result.imported} memories for {names.email(args.user)} into {where}{skipped}")
     if result.embedded:
         print(f"embedded {result.embedded} memories with {' and '.join(embeddings.configured_models().values())}")
 
@@ -202,19 +227,23 @@ def cmd_recall(args: argparse.Namespace, config: settings.Settings) -> None:
 
 def embedder_database_url(config: settings.Settings) -> str:
     """ZM_EMBEDDER_DB_URL when set; else ZM_DB_URL; else the embedded cluster as roi_embedder."""
-    if config.embedder_db_url or config.db_url:
-        return config.embedder_db_url or config.db_url
-    return embedded_cluster(config).url(user="roi_embedder", password=localdb.EMBEDDER_PASSWORD)
+    if config.embedder_db_url:
+        url_from("ZM_EMBEDDER_DB_URL")
+        return config.embedder_db_url
+    if config.db_url:
+        return config.db_url
+    return running_cluster(config).url(user="roi_embedder", password=localdb.EMBEDDER_PASSWORD)
 
 
 def cmd_embed(args: argparse.Namespace, config: settings.Settings) -> None:
     from zm_roi import embeddings
     from zm_roi.backfill import backfill
 
+    url = embedder_database_url(config)
     models = embeddings.configured_models()
     if not models:
         raise UserError("embeddings are off (ZM_EMBEDDING_MODEL=none): nothing to embed")
-    done = backfill(embedder_database_url(config), models, quiet=args.quiet)
+    done = backfill(url, models, quiet=args.quiet)
     print(
         f"embedded {done.memories} memories with {' and '.join(models.values())}; "
         f"{done.questions_queued} probe questions queued for `zm-roi worker` to embed"
@@ -223,7 +252,9 @@ def cmd_embed(args: argparse.Namespace, config: settings.Settings) -> None:
 
 def worker_database_url(config: settings.Settings) -> str:
     """ZM_WORKER_DB_URL when set, otherwise the embedded cluster as the least-privilege worker role."""
-    return config.worker_db_url or embedded_cluster(config).url(user="roi_worker", password=localdb.WORKER_PASSWORD)
+    if config.worker_db_url:
+        url_from("ZM_WORKER_DB_URL")
+    return config.worker_db_url or running_cluster(config).url(user="roi_worker", password=localdb.WORKER_PASSWORD)
 
 
 def cmd_worker(args: argparse.Namespace, config: settings.Settings) -> None:
@@ -264,6 +295,8 @@ def cmd_judge_check(args: argparse.Namespace, config: settings.Settings) -> int:
 
     from zm_roi import judgecheck, llm
 
+    if args.model is not None and not args.model.strip():
+        raise UserError("--model needs a model name, not a blank (without --model: ZM_JUDGE_MODEL)")
     model = args.model or config.judge_model
     llm.check_keys([model])
     report = judgecheck.run_check(
@@ -322,8 +355,9 @@ def cmd_schedule(args: argparse.Namespace, config: settings.Settings) -> None:
 def local_token(config: settings.Settings, email: str, ttl: int) -> tuple[str, str, str]:
     """An access token for a user of the local database (embedded or ZM_DB_URL), signed with its JWT
     secret, as Supabase Auth would sign one: (database URL, JWT secret, token)."""
-    from zm_roi import tokens, transport
+    from zm_roi import names, tokens, transport
 
+    email = names.email(email)
     if not config.db_url:
         running_cluster(config)
     db_url, jwt_secret = transport.local_database(config, embedded_cluster(config))
@@ -384,8 +418,12 @@ def cmd_mcp(args: argparse.Namespace, config: settings.Settings) -> None:
 def cmd_dashboard(args: argparse.Namespace, config: settings.Settings) -> None:
     from zm_roi import dashboard
 
-    if args.out:
+    if args.out is not None:
+        if not args.out.strip():
+            raise UserError("--out needs a file name, not an empty string")
         path = Path(args.out)
+        if path.is_dir():
+            raise UserError(f"{path} is a folder: --out needs a file name")
         if not path.parent.is_dir():
             raise UserError(f"cannot write {path}: the folder {path.parent} does not exist")
         path.write_text(dashboard.render(make_transport(config)), encoding="utf-8")
@@ -604,6 +642,12 @@ def main(argv: list[str] | None = None) -> int:
         config = settings.load()
         with database_errors():
             code = args.func(args, config)
+        sys.stdout.flush()  # a closed pipe is met here, inside the handlers, not at interpreter exit
+    except BrokenPipeError:
+        # The reader went away (`zm-roi recall … | head -1`): it has what it wanted. End quietly, as a
+        # Unix tool killed by SIGPIPE does; stdout goes to /dev/null so the exit's flush raises nothing.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except UserError as exc:
         print(f"zm-roi: {exc}", file=sys.stderr)
         return 2

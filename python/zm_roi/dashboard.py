@@ -7,7 +7,10 @@ sparkline are inline, and the page's content security policy forbids loading any
 
 from __future__ import annotations
 
+import json
 import re
+import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import cache
@@ -155,10 +158,41 @@ def view_model(tile: dict | None, runs: list[dict], breakdown: list[dict] | None
     }
 
 
-def render(transport: Transport) -> str:
-    """The page for the transport's user."""
-    page = view_model(transport.tile(), transport.runs(), transport.breakdown())
+def render(transport: Transport, tile: dict | None = None) -> str:
+    """The page for the transport's user (`tile`: their tile row, when already read)."""
+    tile = transport.tile() if tile is None else tile
+    page = view_model(tile, transport.runs(), transport.breakdown())
     return _environment().get_template("dashboard.html.j2").render(**page)
+
+
+# The longest a served page is kept while the tile stays the same: the runs list and diagnostics can
+# change without the tile (a check's verdict, a cost), and show within this.
+PAGE_MAX_AGE_SECONDS = 30.0
+
+
+class PageCache:
+    """The served page, rendered again only when the user's tile changes (a new run, a verdict, a
+    status) or after PAGE_MAX_AGE_SECONDS. Each request still reads the tile as the token's user, so
+    the token is verified every time and one user's page never answers another's token."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._key: tuple | None = None
+        self._page = ""
+        self._at = 0.0
+        self.renders = 0
+
+    def page(self, transport: Transport) -> str:
+        tile = transport.tile()
+        key = (getattr(transport, "token", None), json.dumps(tile, sort_keys=True, default=str))
+        with self._lock:
+            if key == self._key and time.monotonic() - self._at < PAGE_MAX_AGE_SECONDS:
+                return self._page
+        page = render(transport, tile)
+        with self._lock:
+            self._key, self._page, self._at = key, page, time.monotonic()
+            self.renders += 1
+        return page
 
 
 def render_error(message: str) -> str:
@@ -166,7 +200,9 @@ def render_error(message: str) -> str:
 
 
 def http_server(make_transport: Callable[[], Transport], port: int) -> ThreadingHTTPServer:
-    """A server on 127.0.0.1 that renders the page afresh for every request (port 0: any free port)."""
+    """A server on 127.0.0.1 that serves the page as the token's user, rendered again when their tile
+    changes (port 0: any free port). `server.pages.renders` counts the renders."""
+    pages = PageCache()
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
@@ -175,7 +211,7 @@ def http_server(make_transport: Callable[[], Transport], port: int) -> Threading
                 return
             try:
                 with database_errors():
-                    page = render(make_transport())
+                    page = pages.page(make_transport())
             except UserError as exc:
                 self._send(HTTPStatus.SERVICE_UNAVAILABLE, render_error(str(exc)))
                 return
@@ -195,9 +231,11 @@ def http_server(make_transport: Callable[[], Transport], port: int) -> Threading
             pass
 
     try:
-        return ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     except OSError as exc:
         raise UserError(f"cannot serve on 127.0.0.1:{port} ({exc.strerror}): pick another port") from None
+    server.pages = pages
+    return server
 
 
 def serve(make_transport: Callable[[], Transport], port: int) -> None:

@@ -216,6 +216,14 @@ def compare_recalls(cluster: localdb.Cluster, db_url: str, llm: bool) -> None:
     print("       them, are where the hybrid earns its place. Compare runs in the dashboard's trend.)")
 
 
+def dashboard_page(config: Settings, cluster: localdb.Cluster) -> Path:
+    """Where the demo writes the page: inside its own folders only. A ZM_DB_HOME the user chose gets it
+    inside (the folder above is the user's); the default home, .zm/db, keeps it in .zm as before."""
+    if config.db_home is not None:
+        return cluster.home / "dashboard.html"
+    return cluster.home.parent / "dashboard.html"
+
+
 def run_demo(config: Settings, db_up) -> Path:
     """The six steps; returns the dashboard page it wrote."""
     started = time.monotonic()
@@ -247,7 +255,7 @@ def run_demo(config: Settings, db_up) -> Path:
     compare_recalls(cluster, db_url, llm)
 
     step(7, "rendering the dashboard")
-    page = cluster.home.parent / "dashboard.html"
+    page = dashboard_page(config, cluster)
     page.write_text(dashboard.render(transport), encoding="utf-8")
     print(f"      open {page}")
     print(f"done in {time.monotonic() - started:.0f} s; run `make demo` again to add a run to the trend")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 
 import psycopg
 
@@ -36,6 +37,16 @@ RESTART = "restart it: `zm-roi db up` for the embedded database (the data is kep
 MIGRATE = "apply the migrations: `zm-roi db up` for the embedded database, `supabase db push` for a project"
 
 
+# The setting that gave the URL in use, for messages that tell the user what to fix: ZM_DB_URL unless
+# a command reads its own (ZM_WORKER_DB_URL, ZM_EMBEDDER_DB_URL) and says so with `url_from()`.
+URL_SETTING: ContextVar[str] = ContextVar("URL_SETTING", default="ZM_DB_URL")
+
+
+def url_from(setting: str) -> None:
+    """Name the setting this command's database URL came from, for every error message after it."""
+    URL_SETTING.set(setting)
+
+
 def database_error(exc: psycopg.Error) -> UserError:
     """What a database error means, as a UserError whose one line says what to do about it."""
     diag = getattr(exc, "diag", None)
@@ -47,11 +58,13 @@ def database_error(exc: psycopg.Error) -> UserError:
     if state == "28000":
         return AuthError(message)
     if state == "28P01" or "password authentication failed" in message:
-        return UserError(f"the database refused the login ({message}): check the user and password in ZM_DB_URL")
+        return UserError(
+            f"the database refused the login ({message}): check the user and password in {URL_SETTING.get()}"
+        )
     if not state and isinstance(exc, psycopg.OperationalError):
         return UserError(_unreachable(exc, message))
     if not state and _from_connection_string(exc):
-        return UserError(f"the database connection settings are not usable ({message}): check ZM_DB_URL")
+        return UserError(f"the database connection settings are not usable ({message}): check {URL_SETTING.get()}")
     if not state:
         # psycopg's own refusal of a call (a wrong parameter count, a closed cursor): not the settings.
         return UserError(f"the database call failed: {message}")
@@ -97,15 +110,15 @@ def _unreachable(exc: psycopg.OperationalError, message: str) -> str:
     if dbname and f'database "{dbname}" does not exist' in message:
         return (
             f"the database server{where} has no database {dbname!r} ({message}): create it, "
-            "or name an existing database in ZM_DB_URL"
+            f"or name an existing database in {URL_SETTING.get()}"
         )
     if host in ("", "127.0.0.1", "localhost", "::1"):
         return (
             f"cannot reach the database{where} ({message}); is it up? For the embedded database run "
-            "`zm-roi db up`; otherwise start your PostgreSQL or fix ZM_DB_URL"
+            f"`zm-roi db up`; otherwise start your PostgreSQL or fix {URL_SETTING.get()}"
         )
     return (
-        f"cannot reach the database{where} ({message}): check the host and port in ZM_DB_URL, and that "
+        f"cannot reach the database{where} ({message}): check the host and port in {URL_SETTING.get()}, and that "
         "the server runs and accepts connections from this machine"
     )
 

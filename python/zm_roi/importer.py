@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -29,7 +28,7 @@ from uuid import UUID
 import psycopg
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from zm_roi import backfill, embeddings, localdb
+from zm_roi import backfill, embeddings, localdb, names
 from zm_roi.errors import UserError, nearest_name
 from zm_roi.progress import Progress
 from zm_roi.queries import query
@@ -91,18 +90,6 @@ class MemoryLine(BaseModel):
         if value < created:
             raise ValueError(f"{value.isoformat()} is before created_at ({created.isoformat()})")
         return value
-
-
-# Enough to catch a typo or a blank, not a full RFC 5322 parser: something@domain.tld, no spaces.
-EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
-
-
-def normalize_email(email: str) -> str:
-    """Trimmed and lower-cased, as Supabase Auth stores it; an empty or malformed address is refused."""
-    normalized = email.strip().lower()
-    if not EMAIL.match(normalized):
-        raise UserError(f"{email!r} is not an email address (expected name@example.com)")
-    return normalized
 
 
 @dataclass(frozen=True)
@@ -168,6 +155,11 @@ def _lines(path: Path, handle) -> Iterator[tuple[int, MemoryLine]]:
             yield number, MemoryLine.model_validate(row)
         except json.JSONDecodeError as exc:
             raise UserError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+        except RecursionError:
+            # json.loads recurses once per level: a line nested ~1,000 deep exhausts Python's stack.
+            raise UserError(
+                f"{path}:{number}: nested too deeply to read (a memory line is one flat object of text fields)"
+            ) from None
         except ValidationError as exc:
             raise UserError(f"{path}:{number}: {_first_problem(exc)}") from None
 
@@ -238,14 +230,12 @@ def stale_embeddings(conn: psycopg.Connection, layers: list[tuple[str, str]], mo
 
 def checked_target(target: Target) -> Target:
     """The target with a normalized email and trimmed names; blank names are refused."""
-    names = {}
+    places = {}
     for option in ("project", "team"):
         value = getattr(target, option)
         if value is not None:
-            if not value.strip():
-                raise UserError(f"--{option} must name a {option}, not be blank")
-            names[option] = value.strip()
-    return Target(normalize_email(target.email), join=target.join, **names)
+            places[option] = names.name(value, f"--{option}")
+    return Target(names.email(target.email), join=target.join, **places)
 
 
 def insert_memories(conn: psycopg.Connection, memories: list[MemoryLine], target: Target) -> int:

@@ -8,6 +8,7 @@ the unprivileged `postgres` OS user that Debian's packages create.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import pwd
 import secrets
@@ -144,6 +145,25 @@ class Cluster:
     def log_file(self) -> Path:
         return self.home / "postgres.log"
 
+    @property
+    def lock_file(self) -> Path:
+        return self.home / ".zm-roi.lock"
+
+    @contextlib.contextmanager
+    def exclusive(self, waiting=lambda: None):
+        """Hold the folder's lock (flock on a file inside it) while creating, starting or resetting the
+        cluster: two `zm-roi db up` at once would otherwise both run initdb on one data directory. The
+        second waits (after calling `waiting`), then finds the cluster the first made. The kernel drops
+        the lock when the process ends, however it ends."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        with open(self.lock_file, "a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                waiting()
+                fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+
     def url(self, user: str = "postgres", password: str = SUPERUSER_PASSWORD, dbname: str = "postgres") -> str:
         return f"postgresql://{user}:{password}@127.0.0.1:{self.port}/{dbname}?sslmode=disable"
 
@@ -179,6 +199,16 @@ class Cluster:
         """Stop and start again from the installed binaries; the data stays."""
         self.stop()
         self.start()
+
+    def serves_this_folder(self) -> bool:
+        """Whether the server on `port` is this folder's own (its data directory is `pgdata`): a
+        postmaster.pid can outlive its server, and its pid be reused, while another cluster takes the port."""
+        try:
+            with psycopg.connect(self.url(), connect_timeout=5) as conn:
+                served = conn.execute(query("data_directory")).fetchone()[0]
+        except psycopg.Error:
+            return False
+        return Path(served).resolve() == self.pgdata.resolve()
 
     def is_running(self) -> bool:
         if not self.exists():
@@ -270,13 +300,15 @@ class Cluster:
         if self.is_running():
             self._run_server_tool("pg_ctl", "stop", "-w", "-m", mode, "-D", str(self.pgdata))
 
-    def destroy(self) -> None:
+    def destroy(self, keep_lock: bool = False) -> None:
         """Stop the cluster and remove what `create()` and `start()` made; the folder itself (and
-        anything else the user keeps in it) stays, and goes only when nothing else is left."""
+        anything else the user keeps in it) stays, and goes only when nothing else is left. A reset
+        holding the folder's lock keeps its file (a new file would be a second, free lock)."""
         self.stop("immediate")
         shutil.rmtree(self.pgdata, ignore_errors=True)
-        for made in (self.jwt_secret_file, self.log_file, self.home / ".pwfile"):
-            made.unlink(missing_ok=True)
+        made = [self.jwt_secret_file, self.log_file, self.home / ".pwfile"]
+        for path in made if keep_lock else [*made, self.lock_file]:
+            path.unlink(missing_ok=True)
         with contextlib.suppress(OSError):  # not empty (the user's files), or already gone
             self.home.rmdir()
 

@@ -356,3 +356,15 @@ values (
   %(without_memory_tp)s, %(without_memory_fp)s, %(without_memory_tn)s, %(without_memory_fn)s,
   %(exclusive_tp)s, %(exclusive_fp)s, %(exclusive_tn)s, %(exclusive_fn)s)
 returning id, recorded_at;
+
+-- name: data_directory
+select current_setting('data_directory');
+
+-- name: worker_queue_waiting
+select count(*) filter (where w.lease_until >= now()) as leased,
+       count(*) filter (where w.run_after > now() and (w.lease_until is null or w.lease_until < now())) as waiting,
+       min(w.run_after) filter (where w.run_after > now() and (w.lease_until is null or w.lease_until < now()))
+         as next_due,
+       extract(epoch from min(w.run_after) filter (where w.run_after > now()
+         and (w.lease_until is null or w.lease_until < now())) - now())::float8 as due_in_seconds
+from roi.work w;

@@ -8,7 +8,7 @@ import textwrap
 
 import psycopg
 
-from zm_roi import embeddings, localdb
+from zm_roi import embeddings, localdb, names
 from zm_roi.errors import UserError, nearest_name
 from zm_roi.identity import act_as, claims_for
 from zm_roi.queries import query
@@ -33,12 +33,13 @@ def recall_as(
 
 def _pin(conn: psycopg.Connection, what: str, name: str | None):
     """The id of the project or team named `name` (None for no pin), refused with the nearest name."""
-    if not name:
+    if name is None:
         return None
+    name = names.name(name, f"--{what}")
     found = conn.execute(query(f"{what}_id_by_name"), {"name": name}).fetchone()
     if found is None:
-        names = [existing for (existing,) in conn.execute(query(f"{what}_names")).fetchall()]
-        near = nearest_name(name, names)
+        existing = [known for (known,) in conn.execute(query(f"{what}_names")).fetchall()]
+        near = nearest_name(name, existing)
         raise UserError(f"no {what} named {name!r}" + (f"; did you mean {near!r}?" if near else ""))
     return found[0]
 
@@ -59,6 +60,7 @@ def recall_in(
     is only ever compared with vectors of its own model), and `notes` gets the hint to re-embed."""
     if not 1 <= limit <= 100:
         raise UserError(f"--limit must be between 1 and 100, not {limit}")
+    email = names.email(email)
     row = conn.execute(query("user_id_by_email"), {"email": email}).fetchone()
     if row is None:
         raise UserError(f"no user {email}: import memories for them first")

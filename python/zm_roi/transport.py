@@ -8,10 +8,13 @@ switch the transaction to the token's role and claims before running the one sta
 
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
 from typing import Protocol
 
+import psycopg
 from psycopg.conninfo import make_conninfo
+from psycopg.pq import TransactionStatus
 
 from zm_roi import localdb, tokens
 from zm_roi.errors import AuthError, UserError, database_errors
@@ -53,6 +56,96 @@ class Transport(Protocol):
         ...
 
 
+class ConnectionPool:
+    """A few `authenticator` connections kept open between calls (psycopg_pool is not a dependency).
+    Safe to share: every call runs in its own transaction and sets the role and claims transaction-
+    locally, so a connection goes back with nothing of the previous caller left on it. At most `size`
+    are open; a caller beyond that waits for one to come back."""
+
+    def __init__(self, url: str, size: int = 4) -> None:
+        self.url = url
+        self.size = size
+        self._idle: list[psycopg.Connection] = []
+        self._open = 0
+        self._available = threading.Condition()
+
+    @contextmanager
+    def connection(self):
+        """An autocommit connection for one call (the call opens its own transaction); on an error it is
+        closed instead of kept. Kept connections the server dropped meanwhile (a restart) are found by
+        a `select 1` before use and replaced, so the call itself never meets one."""
+        conn, reused = self._take()
+        if reused:
+            try:
+                conn.execute("select 1")
+            except psycopg.OperationalError:
+                self._give_back(conn, broken=True)
+                self._discard_idle()
+                conn, _ = self._take()
+        try:
+            yield conn
+        except BaseException as exc:
+            # A database error may leave the session in any state; anything else (a refused token
+            # after the transaction rolled back) leaves it idle and reusable.
+            self._give_back(conn, broken=isinstance(exc, psycopg.Error))
+            raise
+        self._give_back(conn, broken=False)
+
+    def _discard_idle(self) -> None:
+        with self._available:
+            dropped, self._idle = self._idle, []
+            self._open -= len(dropped)
+            self._available.notify_all()
+        for conn in dropped:
+            conn.close()
+
+    def _take(self) -> tuple[psycopg.Connection, bool]:
+        with self._available:
+            while not self._idle and self._open >= self.size:
+                self._available.wait()
+            if self._idle:
+                return self._idle.pop(), True
+            self._open += 1
+        try:
+            return localdb.connect(self.url, autocommit=True), False
+        except BaseException:
+            with self._available:
+                self._open -= 1
+                self._available.notify()
+            raise
+
+    def _give_back(self, conn: psycopg.Connection, broken: bool) -> None:
+        keep = not broken and not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE
+        if not keep:
+            conn.close()
+        with self._available:
+            if keep:
+                self._idle.append(conn)
+            else:
+                self._open -= 1
+            self._available.notify()
+
+
+_pools: dict[str, ConnectionPool] = {}
+_pools_lock = threading.Lock()
+
+
+def shared_pool(url: str) -> ConnectionPool:
+    """The process's pool for `url`: a long-running server (the dashboard, the MCP server) builds a
+    transport per request, and each reuses these connections instead of opening its own sessions."""
+    with _pools_lock:
+        return _pools.setdefault(url, ConnectionPool(url))
+
+
+def close_pools() -> None:
+    """Close every kept connection (tests that count the sessions a call opens start from none)."""
+    with _pools_lock:
+        pools = list(_pools.values())
+        _pools.clear()
+    for pool in pools:
+        pool._discard_idle()
+
+
 class LocalTransport:
     """psycopg to the embedded (or ZM_DB_URL) database, doing PostgREST's job per call."""
 
@@ -89,7 +182,7 @@ class LocalTransport:
         claims = self.claims()
         with (
             database_errors(),
-            localdb.connect(self.authenticator_url) as conn,
+            shared_pool(self.authenticator_url).connection() as conn,
             conn.transaction(),
         ):
             act_as(conn, claims, path)

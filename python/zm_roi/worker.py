@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC
 from typing import Any
 
 import httpx
@@ -97,9 +98,25 @@ class Worker:
         self._listening_lanes = 0
         self._idle_lanes = 0
         self._crash: BaseException | None = None
-        self.handled = 0
-        self.succeeded = 0
-        self.failed = 0
+        # The last outcome of each row this worker attempted, by roi.work id: a row attempted again
+        # after its backoff (within one `--once` drain, too) is one row, however many attempts.
+        self._outcomes: dict[int, bool] = {}
+        self.attempts = 0
+
+    @property
+    def handled(self) -> int:
+        """Rows attempted at least once (not attempts)."""
+        return len(self._outcomes)
+
+    @property
+    def succeeded(self) -> int:
+        """Rows whose last attempt succeeded."""
+        return sum(self._outcomes.values())
+
+    @property
+    def failed(self) -> int:
+        """Rows whose last attempt failed (retried later, or given up on)."""
+        return self.handled - self.succeeded
 
     def stop(self) -> None:
         """Finish the rows in hand, then return from run()."""
@@ -193,11 +210,8 @@ class Worker:
         except BudgetRefusal as refusal:
             ok = self._stop_for_budget(conn, job, str(refusal))
         with self._lock:
-            self.handled += 1
-            if ok:
-                self.succeeded += 1
-            else:
-                self.failed += 1
+            self.attempts += 1
+            self._outcomes[job["work_id"]] = bool(ok)
         return True
 
     # ---- the kinds of work (roi.work.kind) ---------------------------------------------------
@@ -680,10 +694,33 @@ def run_worker(db_url: str, config: WorkerConfig, once: bool = False) -> Worker:
     )
     worker.run(once=once)
     log.info(
-        "worker done: %s row%s handled: %s succeeded, %s failed",
+        "worker done: %s row%s handled: %s succeeded, %s failed%s",
         worker.handled,
         "" if worker.handled == 1 else "s",
         worker.succeeded,
         worker.failed,
+        f" ({worker.attempts} attempts)" if worker.attempts != worker.handled else "",
     )
+    if once:
+        report_waiting(db_url)
     return worker
+
+
+def report_waiting(db_url: str) -> None:
+    """What `--once` left queued but not claimable yet (a backoff, or another worker's lease) and when
+    the next is due: a run stays `judging` until they are done, so say so instead of a bare 0."""
+    with psycopg.connect(db_url, row_factory=dict_row) as conn:
+        queue = conn.execute(query("worker_queue_waiting")).fetchone()
+    if queue["leased"]:
+        log.info(
+            "%s row%s in another worker's hands (leased)", queue["leased"], " is" if queue["leased"] == 1 else "s are"
+        )
+    if queue["waiting"]:
+        log.info(
+            "%s row%s out their backoff; the next is due in %d s (at %s): run `zm-roi worker` to take "
+            "them as they come due, or `zm-roi worker --once` again then",
+            queue["waiting"],
+            " waits" if queue["waiting"] == 1 else "s wait",
+            max(0, round(queue["due_in_seconds"])),
+            queue["next_due"].astimezone(UTC).strftime("%H:%M:%S UTC"),
+        )

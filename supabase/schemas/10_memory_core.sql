@@ -26,7 +26,10 @@ create extension if not exists vector with schema extensions;
 create table public.teams (
   id uuid primary key default gen_random_uuid(),
   name text not null unique check (length(btrim(name)) > 0),
-  created_at timestamptz not null default now()
+  created_at timestamptz not null default now(),
+  -- Before the unique index refuses it ("index row size exceeds btree maximum 2704"), with a limit a
+  -- user can read; the CLI refuses the same limit first (zm_roi/names.py).
+  constraint teams_name_at_most_200_characters check (char_length(name) <= 200)
 );
 
 create table public.team_members (
@@ -39,7 +42,8 @@ create table public.projects (
   id uuid primary key default gen_random_uuid(),
   team_id uuid references public.teams (id) on delete set null,
   name text not null unique check (length(btrim(name)) > 0),
-  created_at timestamptz not null default now()
+  created_at timestamptz not null default now(),
+  constraint projects_name_at_most_200_characters check (char_length(name) <= 200)
 );
 
 create table public.project_members (

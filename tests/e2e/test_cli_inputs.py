@@ -246,3 +246,150 @@ def test_the_extractor_default_has_one_home_the_database():
     row = next(line for line in configuration.splitlines() if line.startswith("| `ZM_EXTRACTOR`"))
     assert f"`{localdb.EMBEDDED_FIRST_MODE}`, `localdb.EMBEDDED_FIRST_MODE`" in row
     assert f"`supabase db push`: `{column_default}`, the column default" in row
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["db", "url"], ["worker", "--once"], ["embed"], ["token", "--user", "a@b.co"], ["configure"]],
+    ids=lambda args: " ".join(args),
+)
+def test_no_command_hands_out_or_uses_a_cluster_it_did_not_start(cluster, tmp_path, args):
+    """Before: with no database in ZM_DB_HOME, `db url` printed the URL of whatever listened on ZM_DB_PORT
+    (another user's cluster) and exited 0, and `worker --once` and `embed` logged into it."""
+    env = {
+        "ZM_DB_HOME": str(tmp_path / "db"),
+        "ZM_DB_PORT": str(cluster.port),
+        "ZM_EMBEDDING_MODEL": "openai/text-embedding-3-small",
+    }
+    result = zm(*args, **env)
+    one_line_error(result, f"there is no embedded database in {tmp_path / 'db'} yet: run `zm-roi db up`")
+    assert str(cluster.port) not in result.stdout
+
+
+def test_a_cluster_folder_whose_server_is_not_the_one_listening_is_refused(cluster, tmp_path):
+    """A folder that looks like a running cluster (its postmaster.pid names a live process and the port)
+    while the server on that port serves another data directory: nothing is handed out or used."""
+    home = tmp_path / "db"
+    (home / "pgdata").mkdir(parents=True)
+    (home / "pgdata" / "PG_VERSION").write_text("15\n")
+    (home / "jwt_secret").write_text("not-the-other-clusters-secret")
+    pid = (Path(cluster.pgdata) / "postmaster.pid").read_text().splitlines()
+    (home / "pgdata" / "postmaster.pid").write_text(
+        "\n".join([str(os.getpid()), str(home / "pgdata"), *pid[2:]]) + "\n"
+    )
+    env = {"ZM_DB_HOME": str(home), "ZM_DB_PORT": str(localdb.free_port())}
+    for args in (["db", "url"], ["worker", "--once"], ["configure"]):
+        result = zm(*args, **env)
+        one_line_error(result, f"the server on 127.0.0.1:{cluster.port} is not the database in {home}")
+        assert str(cluster.port) not in result.stdout
+
+
+def test_dashboard_out_needs_a_file_name(tmp_path):
+    """Before: `--out ""` fell through to the server branch and ended in a TypeError traceback."""
+    one_line_error(zm("dashboard", "--out", ""), "--out needs a file name, not an empty string")
+    one_line_error(zm("dashboard", "--out", str(tmp_path)), f"{tmp_path} is a folder: --out needs a file name")
+
+
+@pytest.mark.parametrize("option", ["--project", "--team"])
+def test_a_name_over_the_limit_is_refused_before_the_database_refuses_it(db_url, email, jsonl, option):
+    """Before: a 3,000-character project or team ended in PostgreSQL's "index row size … exceeds btree
+    version 4 maximum 2704" (while 100,000 repeated characters passed, because they compress)."""
+    result = zm("import", str(jsonl), "--user", email, option, "Ω" * 3000, ZM_DB_URL=db_url)
+    one_line_error(result, f"{option} has 3,000 characters; a name has at most 200")
+    assert zm("import", str(jsonl), "--user", email, option, "n" * 200, ZM_DB_URL=db_url).returncode == 0
+
+
+def test_an_email_over_the_limit_is_refused_before_the_database_refuses_it(db_url, jsonl):
+    address = "x" * 3000 + "@example.test"
+    result = zm("import", str(jsonl), "--user", address, ZM_DB_URL=db_url)
+    one_line_error(result, "the email address has 3,013 characters; an address has at most 254")
+
+
+def test_the_database_holds_the_name_limits_on_every_path(conn):
+    """The same limits as check constraints, for paths that do not go through the CLI."""
+    for table in ("public.projects", "public.teams"):
+        with pytest.raises(psycopg.errors.CheckViolation), conn.transaction():
+            conn.execute(sql.SQL("insert into {} (name) values (%s)").format(sql.SQL(table)), ("n" * 201,))
+    with pytest.raises(psycopg.errors.CheckViolation), conn.transaction():
+        conn.execute("insert into auth.users (email) values (%s)", ("x" * 250 + "@e.test",))
+
+
+def test_a_line_nested_deeper_than_the_reader_goes_is_refused_with_its_number(db_url, email, tmp_path):
+    """Before: a JSON line nested 3,000 deep ended in a RecursionError traceback."""
+    path = tmp_path / "deep.jsonl"
+    path.write_text('{"title": "ok", "body": "fine", "kind": "decision"}\n{"title": ' + "[" * 3000 + "]" * 3000 + "}\n")
+    one_line_error(zm("import", str(path), "--user", email, ZM_DB_URL=db_url), f"{path}:2: nested too deeply to read")
+
+
+def test_an_email_with_a_dotted_capital_i_is_found_by_every_command(db_url, jsonl):
+    """Before: import created `İlker@…` (Python lower-cases İ to i + U+0307) and `token` looked it up with
+    PostgreSQL's lower() (which gives a plain i): "no user"."""
+    address = f"İlker-{os.urandom(4).hex()}@Example.test"
+    assert zm("import", str(jsonl), "--user", address, ZM_DB_URL=db_url).returncode == 0
+    minted = zm("token", "--user", address, ZM_DB_URL=db_url, ZM_JWT_SECRET="s" * 40)
+    assert minted.returncode == 0, minted.stderr
+    recalled = zm("recall", "sdk", "--user", f" {address.upper()} ", "--json", ZM_DB_URL=db_url)
+    assert recalled.returncode == 0, recalled.stderr
+    assert [hit["title"] for hit in json.loads(recalled.stdout)] == ["Pin the SDK"]
+
+
+@pytest.mark.parametrize("option", ["--project", "--team"])
+def test_recall_trims_a_name_as_import_does(db_url, email, jsonl, option):
+    """Before: import trimmed ' name ' and recall looked for it with the spaces: "no project named"."""
+    name = f"trim-{email[5:13]}"
+    assert zm("import", str(jsonl), "--user", email, option, f" {name} ", ZM_DB_URL=db_url).returncode == 0
+    recalled = zm("recall", "sdk", "--user", email, option, f"  {name} ", "--json", ZM_DB_URL=db_url)
+    assert recalled.returncode == 0, recalled.stderr
+    assert [hit["title"] for hit in json.loads(recalled.stdout)] == ["Pin the SDK"]
+
+
+def test_output_into_a_pipe_whose_reader_has_gone_ends_quietly(db_url, email, jsonl):
+    """`zm-roi recall … | head -1`: before, the rest of the output met a closed pipe and the command said
+    "zm-roi: Broken pipe" and exited 2. Now it stops quietly, as a Unix tool killed by SIGPIPE (141)."""
+    assert zm("import", str(jsonl), "--user", email, ZM_DB_URL=db_url).returncode == 0
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first byte: every write meets a closed pipe
+    merged = {key: value for key, value in os.environ.items() if key not in INHERITED}
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "zm_roi.cli", "recall", "sdk", "--user", email, "--json"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**merged, "ZM_DB_URL": db_url},
+            cwd=ROOT,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert result.stderr == "", result.stderr
+    assert result.returncode == 141
+
+
+@pytest.mark.parametrize(
+    ("setting", "args"),
+    [("ZM_WORKER_DB_URL", ["worker", "--once"]), ("ZM_EMBEDDER_DB_URL", ["embed"])],
+)
+def test_a_malformed_url_is_blamed_on_the_setting_the_user_set(setting, args):
+    """Before: a malformed ZM_WORKER_DB_URL (or ZM_EMBEDDER_DB_URL) said "check ZM_DB_URL", which was not set."""
+    result = zm(*args, **{setting: "garbage", "ZM_EMBEDDING_MODEL": "openai/text-embedding-3-small"})
+    one_line_error(result, "the database connection settings are not usable")
+    assert f"check {setting}" in result.stderr and "ZM_DB_URL" not in result.stderr.replace(setting, "")
+    unreachable = zm(
+        *args, **{setting: "postgresql://u:p@127.0.0.1:1/db", "ZM_EMBEDDING_MODEL": "openai/text-embedding-3-small"}
+    )
+    one_line_error(unreachable, "cannot reach the database at 127.0.0.1:1")
+    assert f"fix {setting}" in unreachable.stderr and "ZM_DB_URL" not in unreachable.stderr.replace(setting, "")
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["configure", "--recall-function", ""], "--recall-function needs a function name, not a blank"),
+        (["judge-check", "--model", ""], "--model needs a model name, not a blank"),
+    ],
+)
+def test_an_empty_option_value_is_refused_not_read_as_no_option(db_url, args, expected):
+    """Before: `configure --recall-function ""` printed the settings as a bare `configure` does, and
+    `judge-check --model ""` checked ZM_JUDGE_MODEL: the value the user gave was silently dropped."""
+    one_line_error(zm(*args, ZM_DB_URL=db_url), expected)

@@ -23,7 +23,7 @@ import pytest
 from tests.browser import ARTIFACTS, Dom, chromium, open_page
 from tests.conftest import ROOT
 from tests.support import activate_pending_probes, add_memories, benchmark_user, extractor, knowledge, pool_target
-from zm_roi import dashboard, demo, diagnostics, mcp_server, tokens
+from zm_roi import dashboard, demo, diagnostics, localdb, mcp_server, tokens
 from zm_roi.importer import MemoryLine
 from zm_roi.transport import LocalTransport
 
@@ -637,3 +637,43 @@ def test_deterministic_mode_shows_no_corrected_rate_and_the_caveat_speaks(tmp_pa
     )
     dom = Dom(chromium(tmp_path, "--dump-dom", page.as_uri()).stdout)
     assert not dom.has("rates") and not dom.has("judge-note") and dom.text("caveat") == caveat
+
+
+def test_the_served_dashboard_renders_again_only_when_the_tile_changes(cluster, email, tmp_path, monkeypatch):
+    """Before: every request rendered the page afresh and opened three database sessions (tile, runs,
+    breakdown), about 3 requests a second. Now the page is kept while the user's tile is unchanged, and
+    requests share a few connections."""
+    renders, sessions = [], []
+    real_view_model, real_connect = dashboard.view_model, localdb.connect
+    monkeypatch.setattr(dashboard, "view_model", lambda *a, **k: renders.append(1) or real_view_model(*a, **k))
+    monkeypatch.setattr(localdb, "connect", lambda *a, **k: sessions.append(1) or real_connect(*a, **k))
+    with benchmark_user(cluster, email, knowledge(2)) as me:
+        token = {"value": me.token}
+        server = dashboard.http_server(lambda: LocalTransport(cluster.url(), cluster.jwt_secret(), token["value"]), 0)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        base = f"http://127.0.0.1:{server.server_address[1]}/"
+
+        def get() -> str:
+            with urllib.request.urlopen(base, timeout=30) as response:  # noqa: S310 (a local test server)
+                return response.read().decode()
+
+        try:
+            first = get()
+            assert 'data-state="invite"' in first and len(renders) == 1
+            for _ in range(4):
+                assert get() == first
+            assert len(renders) == 1, "nothing changed: the page is served again, not rendered again"
+            assert len(sessions) <= 2, f"{len(sessions)} database sessions for 5 requests, one after another"
+
+            with extractor(cluster.url(), "deterministic"):
+                assert local(cluster, me).benchmark_memory()["status"] in ("generating", "started")
+            changed = get()
+            assert len(renders) == 2 and changed != first, "a changed tile renders the page again"
+
+            token["value"] = tokens.mint(cluster.jwt_secret(), me.id, me.email, ttl=-10)
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                get()
+            assert refused.value.code == 503, "the token is checked on every request, cached page or not"
+        finally:
+            server.shutdown()
+            server.server_close()

@@ -97,6 +97,7 @@ def test_the_demo_runs_the_whole_cycle_and_a_second_run_joins_the_trend(demo_env
     assert "upper bound on what only memory knows" in tile["caveat"]
 
     page = Path(re.search(r"open (\S+dashboard\.html)", second).group(1))
+    assert page.parent == Path(demo_env["ZM_DB_HOME"]), "the page stays inside ZM_DB_HOME, never the folder above"
     dom = open_page(tmp_path, "demo", page.as_uri())
     assert dom.text("rate") == percent(tile["exclusive_rate"])
     assert dom.has("sparkline"), "after the second run the trend shows"

@@ -230,3 +230,26 @@ def test_db_reset_removes_only_the_cluster_it_made(own_home):
     url = zm(own_home, "db", "url").stdout.strip()
     with psycopg.connect(url) as conn:
         assert conn.execute("select count(*) from auth.users").fetchone()[0] == 0
+
+
+def test_two_db_up_at_once_on_a_fresh_folder_take_turns(own_home):
+    """Before: both ran initdb; one failed with initdb's advice to "remove or empty the data directory",
+    the very database the other was creating. Now the second waits for the first, then finds it up."""
+    both = [
+        subprocess.Popen(
+            [sys.executable, "-m", "zm_roi.cli", "db", "up"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=own_home,
+            cwd=ROOT,
+        )
+        for _ in range(2)
+    ]
+    results = [(process.wait(timeout=600), *process.communicate()) for process in both]
+    for code, out, err in results:
+        assert code == 0, out + err
+        assert "remove or empty" not in out + err
+        assert "ready: postgresql://" in out
+    assert sum("creating the embedded database" in out for _, out, _ in results) == 1
+    assert sum("waiting for another `zm-roi db up`" in out for _, out, _ in results) == 1

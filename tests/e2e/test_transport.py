@@ -26,7 +26,8 @@ from zm_roi.transport import LocalTransport, SupabaseTransport
 
 @pytest.fixture
 def connections(monkeypatch):
-    """Every psycopg connection opened during the test, by the role it logs in as."""
+    """Every psycopg connection opened during the test, by the role it logs in as (from no kept ones)."""
+    transport.close_pools()
     opened: list[str] = []
     real_connect = psycopg.connect
 
@@ -94,6 +95,7 @@ def test_the_local_transport_acts_as_the_token_user_through_authenticator(cluste
         benchmark_user(cluster, "other-" + email, knowledge(3)) as other,
     ):
         LocalTransport(cluster.url(), cluster.jwt_secret(), other.token).benchmark_memory()
+        transport.close_pools()
         connections.clear()
         local = LocalTransport(cluster.url(), cluster.jwt_secret(), me.token)
         before = local.tile()
@@ -102,8 +104,9 @@ def test_the_local_transport_acts_as_the_token_user_through_authenticator(cluste
         runs = local.runs()
         breakdown = local.breakdown()
         opened = list(connections)
-    # PostgREST's login, never the superuser, carries the user's calls and the lookup before each.
-    assert opened == ["authenticator"] * 5
+    # PostgREST's login, never the superuser, carries the user's calls and the lookup before each: one
+    # kept session for the five calls, one after another (before the pool: five sessions).
+    assert opened == ["authenticator"]
     assert (before["state"], before["exclusive_rate"], before["trend"]) == ("invite", None, [])
     assert started["status"] == "started" and started["probes"] == 4
     assert tile["state"] == "ready" and tile["latest_run_id"] == started["run_id"]

@@ -4,6 +4,9 @@ knows, and a bug in the worker crashes it loudly with the row released instead o
 
 from __future__ import annotations
 
+import re
+
+import psycopg
 import pytest
 
 from tests.worker_support import (
@@ -188,3 +191,44 @@ def test_a_bad_worker_concurrency_is_one_clear_error(monkeypatch, capsys, value)
     assert main(["worker", "--once"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "ZM_WORKER_CONCURRENCY must be a whole number from 1 to 64" in err
+
+
+def test_worker_once_counts_rows_not_attempts(db_url, worker_url, llm_mode, owners):
+    """Before: every attempt counted as a row ("40 rows handled" for 9 rows). Two rows whose model calls
+    fail after 3 s: each is due again (backoff e^1 ≈ 2.7 s) while the lane is busy with the other, so
+    the one drain makes four attempts on two rows."""
+    import time
+
+    owner = owners.create(KNOWLEDGE[:1])
+    seed_queued_judgments(db_url, owner, 2)
+
+    def slow_outage(**kwargs):
+        time.sleep(3)
+        raise OSError("the provider is down")
+
+    worker = Worker(worker_url, WorkerConfig(GENERATION_MODEL, JUDGE_MODEL, concurrency=1), complete=slow_outage)
+    worker.run(once=True)
+    attempts = fetch(db_url, "select sum(attempts)::int as n from roi.work where owner_id = %s", (owner,))[0]["n"]
+    assert attempts >= 3, "the scenario needs a row attempted twice in one drain"
+    assert (worker.handled, worker.attempts) == (2, attempts)
+    assert (worker.succeeded, worker.failed) == (0, 2)
+
+
+def test_worker_once_says_what_waits_out_its_backoff_and_when_it_is_next_due(
+    db_url, worker_url, llm_mode, owners, monkeypatch, caplog
+):
+    """Before: "0 rows handled" and exit 0, not a word about the rows waiting while the tile says judging."""
+    caplog.set_level("INFO", logger="zm_roi")
+    owner = owners.create(KNOWLEDGE[:1])
+    seed_queued_judgments(db_url, owner, 3)
+    with psycopg.connect(db_url) as conn:
+        conn.execute(
+            "update roi.work set attempts = 1, run_after = now() + interval '90 seconds' where owner_id = %s", (owner,)
+        )
+    assert worker_cli(monkeypatch, worker_url, key="sk-unused") == 0
+    assert "0 rows handled: 0 succeeded, 0 failed" in caplog.text
+    waiting = re.search(
+        r"3 rows wait out their backoff; the next is due in (\d+) s \(at \d\d:\d\d:\d\d UTC\)", caplog.text
+    )
+    assert waiting, caplog.text
+    assert 60 <= int(waiting.group(1)) <= 90
