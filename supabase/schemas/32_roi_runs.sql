@@ -211,7 +211,8 @@ $$;
 -- answer says to run `zm-roi embed`) when a live memory the caller can see holds a vector of that leg
 -- from another model, or of no recorded model; a probe whose question another model embedded passes
 -- null for that leg. One EXISTS per leg and run, read from the partial index of that leg's vectors by
--- model (10_memory_core.sql): it reads only the rows of another model, none in the usual case.
+-- layer and model (10_memory_core.sql): it reads only the caller's layers' rows of another model,
+-- none in the usual case, whatever other users' memories hold.
 create function roi.start_run(mode text) returns jsonb
   language plpgsql volatile security invoker set search_path = ''
 as $$
@@ -224,6 +225,7 @@ declare
   legs smallint := (select s.recall_embeddings from roi.settings s);
   first_leg boolean;
   minilm_leg boolean;
+  layers uuid[];
   left_out text;
   judged integer;
 begin
@@ -231,16 +233,34 @@ begin
          mode() within group (order by p.question_embedding_minilm_model)
   into probe_total, question_model, question_minilm_model
   from roi.probes p where p.owner_id = (select auth.uid()) and p.state = 'active';
-  -- `<` or `>` or null, not `is distinct from`: each is a range of the index.
+  -- The layers the caller reads (the memories' read policy's), each read as a range of the index
+  -- by layer and model: `<`, `>` and null, not `is distinct from`, which no index serves.
+  layers := array[(select auth.uid())] || array(select public.caller_project_ids())
+            || array(select public.caller_team_ids());
   first_leg := legs > 0 and question_model is not null and not exists (
     select from public.memories m
-    where m.invalidated_at is null and m.embedding is not null
-      and (m.embedding_model < question_model or m.embedding_model > question_model or m.embedding_model is null));
+    where (case m.scope when 'personal' then m.author_id when 'project' then m.project_id else m.team_id end) = any (layers)
+      and m.invalidated_at is null and m.embedding is not null and m.embedding_model < question_model
+    union all
+    select from public.memories m
+    where (case m.scope when 'personal' then m.author_id when 'project' then m.project_id else m.team_id end) = any (layers)
+      and m.invalidated_at is null and m.embedding is not null and m.embedding_model > question_model
+    union all
+    select from public.memories m
+    where (case m.scope when 'personal' then m.author_id when 'project' then m.project_id else m.team_id end) = any (layers)
+      and m.invalidated_at is null and m.embedding is not null and m.embedding_model is null);
   minilm_leg := legs > 1 and question_minilm_model is not null and not exists (
     select from public.memories m
-    where m.invalidated_at is null and m.embedding_minilm is not null
-      and (m.embedding_minilm_model < question_minilm_model or m.embedding_minilm_model > question_minilm_model
-           or m.embedding_minilm_model is null));
+    where (case m.scope when 'personal' then m.author_id when 'project' then m.project_id else m.team_id end) = any (layers)
+      and m.invalidated_at is null and m.embedding_minilm is not null and m.embedding_minilm_model < question_minilm_model
+    union all
+    select from public.memories m
+    where (case m.scope when 'personal' then m.author_id when 'project' then m.project_id else m.team_id end) = any (layers)
+      and m.invalidated_at is null and m.embedding_minilm is not null and m.embedding_minilm_model > question_minilm_model
+    union all
+    select from public.memories m
+    where (case m.scope when 'personal' then m.author_id when 'project' then m.project_id else m.team_id end) = any (layers)
+      and m.invalidated_at is null and m.embedding_minilm is not null and m.embedding_minilm_model is null);
   left_out := concat_ws(' and ',
     case when legs > 0 and question_model is not null and not first_leg then question_model end,
     case when legs > 1 and question_minilm_model is not null and not minilm_leg then question_minilm_model end);
