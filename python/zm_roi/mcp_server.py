@@ -36,7 +36,9 @@ Statuses:
 - generating: the question pool is still being built (ready of target). Call benchmark_memory again
   in about a minute.
 - started: a run began with `probes` questions. Verdicts land shortly: call benchmark_results in a
-  minute to see the score (calling benchmark_memory again would start another run).
+  minute to see the score (calling benchmark_memory again would start another run). When the
+  memories hold vectors of another embedding model than the questions, the message says that
+  semantic recall was left out of the run and to run `zm-roi embed` (tell the user).
 - in_progress: a run is still being judged; nothing new was started. Call benchmark_results later.
 - empty: the user has no decision, gotcha or convention memory yet; nothing to measure.
 Each call may start a new run, so call it when the user wants a fresh measurement, not to poll."""
@@ -188,9 +190,11 @@ def benchmark_sentence(result: dict) -> str:
             "ask again in about a minute."
         )
     if status == "started":
+        # The database's hint, when a semantic leg was left out (vectors of another model): say what to run.
+        hint = f" {result['hint']}" if result.get("hint") else ""
         return (
             f"Benchmark started with {result.get('probes', 0)} questions from your memory; "
-            "the score appears on your tile (benchmark_results) within a minute or two."
+            f"the score appears on your tile (benchmark_results) within a minute or two.{hint}"
         )
     if status == "in_progress":
         return "A benchmark run is already being judged, so nothing new was started; check the tile in a minute."

@@ -129,6 +129,16 @@ create index memories_team_invalidated_idx on public.memories (team_id, invalida
   where invalidated_at is not null and scope = 'team';
 create index memories_personal_invalidated_idx on public.memories (author_id, invalidated_at)
   where invalidated_at is not null and scope = 'personal';
+-- Each leg's live vectors by layer (the author's id for a personal memory, else its project's or
+-- team's) and by the model that wrote them: roi.start_run asks, once per run and leg, whether the
+-- caller's layers hold a vector of a model other than the questions' (32_roi_runs.sql), and reads
+-- here only those rows (none while every vector is of one model), never another user's or the table.
+create index memories_embedding_model_idx on public.memories
+  ((case scope when 'personal' then author_id when 'project' then project_id else team_id end), embedding_model)
+  where invalidated_at is null and embedding is not null;
+create index memories_embedding_minilm_model_idx on public.memories
+  ((case scope when 'personal' then author_id when 'project' then project_id else team_id end), embedding_minilm_model)
+  where invalidated_at is null and embedding_minilm is not null;
 create index team_members_user_idx on public.team_members (user_id);
 create index project_members_user_idx on public.project_members (user_id);
 create index projects_team_idx on public.projects (team_id);

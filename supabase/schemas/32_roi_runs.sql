@@ -206,6 +206,13 @@ $$;
 -- probe (LLM). The run records which recall produced it and its questions' embedding model. A
 -- deterministic run is judged and closed before this returns, so it is never pending (no
 -- pending_runs row is written only to be deleted); benchmark_memory() rotates after it at once.
+-- A question vector is compared only with vectors of its own model (issue 33): a semantic leg is left
+-- out of the run (its question vectors passed as null, its model recorded as null, a hint in the
+-- answer says to run `zm-roi embed`) when a live memory the caller can see holds a vector of that leg
+-- from another model, or of no recorded model; a probe whose question another model embedded passes
+-- null for that leg. One EXISTS per leg and run, read from the partial index of that leg's vectors by
+-- layer and model (10_memory_core.sql): it reads only the caller's layers' rows of another model,
+-- none in the usual case, whatever other users' memories hold.
 create function roi.start_run(mode text) returns jsonb
   language plpgsql volatile security invoker set search_path = ''
 as $$
@@ -215,19 +222,55 @@ declare
   probe_total integer;
   question_model text;
   question_minilm_model text;
+  legs smallint := (select s.recall_embeddings from roi.settings s);
+  first_leg boolean;
+  minilm_leg boolean;
+  layers uuid[];
+  left_out text;
   judged integer;
 begin
   select count(*), mode() within group (order by p.question_embedding_model),
          mode() within group (order by p.question_embedding_minilm_model)
   into probe_total, question_model, question_minilm_model
   from roi.probes p where p.owner_id = (select auth.uid()) and p.state = 'active';
+  -- The layers the caller reads (the memories' read policy's), each read as a range of the index
+  -- by layer and model: `<`, `>` and null, not `is distinct from`, which no index serves.
+  layers := array[(select auth.uid())] || array(select public.caller_project_ids())
+            || array(select public.caller_team_ids());
+  first_leg := legs > 0 and question_model is not null and not exists (
+    select from public.memories m
+    where (case m.scope when 'personal' then m.author_id when 'project' then m.project_id else m.team_id end) = any (layers)
+      and m.invalidated_at is null and m.embedding is not null and m.embedding_model < question_model
+    union all
+    select from public.memories m
+    where (case m.scope when 'personal' then m.author_id when 'project' then m.project_id else m.team_id end) = any (layers)
+      and m.invalidated_at is null and m.embedding is not null and m.embedding_model > question_model
+    union all
+    select from public.memories m
+    where (case m.scope when 'personal' then m.author_id when 'project' then m.project_id else m.team_id end) = any (layers)
+      and m.invalidated_at is null and m.embedding is not null and m.embedding_model is null);
+  minilm_leg := legs > 1 and question_minilm_model is not null and not exists (
+    select from public.memories m
+    where (case m.scope when 'personal' then m.author_id when 'project' then m.project_id else m.team_id end) = any (layers)
+      and m.invalidated_at is null and m.embedding_minilm is not null and m.embedding_minilm_model < question_minilm_model
+    union all
+    select from public.memories m
+    where (case m.scope when 'personal' then m.author_id when 'project' then m.project_id else m.team_id end) = any (layers)
+      and m.invalidated_at is null and m.embedding_minilm is not null and m.embedding_minilm_model > question_minilm_model
+    union all
+    select from public.memories m
+    where (case m.scope when 'personal' then m.author_id when 'project' then m.project_id else m.team_id end) = any (layers)
+      and m.invalidated_at is null and m.embedding_minilm is not null and m.embedding_minilm_model is null);
+  left_out := concat_ws(' and ',
+    case when legs > 0 and question_model is not null and not first_leg then question_model end,
+    case when legs > 1 and question_minilm_model is not null and not minilm_leg then question_minilm_model end);
   -- clock_timestamp(), not now(): runs started in one transaction still order by when they began.
   insert into roi.runs (owner_id, mode, probe_count, started_at, recall_function, embedding_model,
                         embedding_minilm_model)
   values ((select auth.uid()), mode, probe_total, clock_timestamp(),
           (select s.recall_function from roi.settings s),
-          case when (select s.recall_embeddings > 0 from roi.settings s) then question_model end,
-          case when (select s.recall_embeddings > 1 from roi.settings s) then question_minilm_model end)
+          case when first_leg then question_model end,
+          case when minilm_leg then question_minilm_model end)
   returning id, started_at into new_run, run_started;
   if mode <> 'deterministic' then
     insert into roi.pending_runs (run_id, owner_id, started_at) values (new_run, (select auth.uid()), run_started);
@@ -242,8 +285,11 @@ begin
            filter (where r.memory_id is not null), '[]')
   from roi.probes p
   left join lateral roi.configured_recall(p.question, p.pin_project_id, p.pin_team_id, 10,
-                                          p.source_scope = 'personal', p.question_embedding,
-                                          p.question_embedding_minilm) r on true
+                                          p.source_scope = 'personal',
+                                          case when first_leg and p.question_embedding_model = question_model
+                                               then p.question_embedding end,
+                                          case when minilm_leg and p.question_embedding_minilm_model = question_minilm_model
+                                               then p.question_embedding_minilm end) r on true
   where p.owner_id = (select auth.uid()) and p.state = 'active'
   group by p.id, p.owner_id;
 
@@ -270,7 +316,11 @@ begin
     select 'judge', rc.run_id, rc.probe_id, rc.owner_id from roi.recalls rc where rc.run_id = new_run;
     perform pg_notify('roi_work', 'judge');
   end if;
-  return jsonb_build_object('status', 'started', 'run_id', new_run, 'probes', probe_total);
+  return jsonb_build_object('status', 'started', 'run_id', new_run, 'probes', probe_total)
+    || case when left_out <> '' then jsonb_build_object('hint', format(
+         'Semantic recall by %s was left out of this run: some of your memories hold vectors of another '
+         'embedding model than the questions'', and vectors of two models cannot be compared. Run `zm-roi '
+         'embed` to re-embed them.', left_out)) else '{}' end;
 end
 $$;
 
