@@ -15,9 +15,13 @@ from psycopg.rows import dict_row
 from zm_roi import tokens
 from zm_roi.identity import act_as, claims_for
 from zm_roi.importer import MemoryLine, Target, insert_memories
+from zm_roi.prompts import QuestionBounds
 from zm_roi.queries import query
 
 KINDS = ("decision", "gotcha", "convention")
+# A question's length limits as the schema writes them (roi.probes' check probes_question_length), for
+# tests of the pure prompt functions; tests/worker/test_worker_one_home.py holds them equal to the database's.
+QUESTION_BOUNDS = QuestionBounds(10, 300)
 
 
 @dataclass

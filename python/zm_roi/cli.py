@@ -270,7 +270,6 @@ def cmd_worker(args: argparse.Namespace, config: settings.Settings) -> None:
         judge_model=config.judge_model,
         key_encryption_key=config.key_encryption_key,
         poll_seconds=config.worker_poll_seconds,
-        timeout_seconds=config.model_timeout_seconds,
         concurrency=config.worker_concurrency,
     )
     url = worker_database_url(config)

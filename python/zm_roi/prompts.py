@@ -7,7 +7,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import jinja2
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
@@ -43,12 +43,22 @@ class OutputError(ValueError):
     derived from memory text and ends up in logs."""
 
 
+class QuestionBounds(NamedTuple):
+    """A question's shortest and longest length in characters. Written once, as the check constraint
+    probes_question_length on roi.probes; the worker reads it from the database (the named query
+    question_length_bounds, roi.question_length_bounds()) and hands it to parse_question_shape,
+    gate_refusal and parse_question, so no copy of the two numbers lives here."""
+
+    min_chars: int
+    max_chars: int
+
+
 class GeneratedQuestion(BaseModel):
-    """The generation reply: one real question of sensible length."""
+    """The generation reply: one real question (its length is checked against QuestionBounds)."""
 
     model_config = ConfigDict(extra="ignore", str_strip_whitespace=True)
 
-    question: str = Field(min_length=10, max_length=300)
+    question: str
 
     @field_validator("question")
     @classmethod
@@ -90,10 +100,12 @@ class Grade(BaseModel):
     reason: str = Field(strict=True)
 
 
-def generation_prompt(kind: str, title: str, body: str, refused: str | None = None) -> str:
-    """The question-writing prompt; `refused` is why the gate turned the model's first question down,
-    for the one retry it gets."""
-    return _templates.get_template("generate_question.j2").render(kind=kind, title=title, body=body, refused=refused)
+def generation_prompt(kind: str, title: str, body: str, bounds: QuestionBounds, refused: str | None = None) -> str:
+    """The question-writing prompt, telling the model the longest question the gate takes; `refused` is
+    why the gate turned the model's first question down, for the one retry it gets."""
+    return _templates.get_template("generate_question.j2").render(
+        kind=kind, title=title, body=body, max_chars=bounds.max_chars, refused=refused
+    )
 
 
 def judge_prompt(question: str, kind: str, title: str, body: str, surfaced: list[dict[str, Any]]) -> str:
@@ -189,12 +201,12 @@ def _repeats_run(asked: list[str], source: list[str], span: int) -> bool:
     return any(tuple(asked[i : i + span]) in shingles for i in range(len(asked) - span + 1))
 
 
-def gate_refusal(question: str, title: str, body: str) -> str | None:
+def gate_refusal(question: str, title: str, body: str, bounds: QuestionBounds) -> str | None:
     """Why the question may not join the pool, or None when it passes the gate: one question of at most
-    300 characters that does not quote its source (see TITLE_RUN, BODY_RUN, TITLE_SHARE). The reason is
-    given back to the model for its one retry, so it names the rule, never the words."""
-    if len(question) > 300:
-        return "it is longer than 300 characters"
+    bounds.max_chars characters that does not quote its source (see TITLE_RUN, BODY_RUN, TITLE_SHARE).
+    The reason is given back to the model for its one retry, so it names the rule, never the words."""
+    if len(question) > bounds.max_chars:
+        return f"it is longer than {bounds.max_chars} characters"
     if question.count("?") != 1 or not question.endswith("?") or "\n" in question:
         return "it is not exactly one question (one line, one question mark, at the end)"
     asked = _words(question)
@@ -208,16 +220,21 @@ def gate_refusal(question: str, title: str, body: str) -> str | None:
     return None
 
 
-def parse_question_shape(text: str) -> str:
-    """The question in a generation reply, checked for its shape only (the gate is gate_refusal), or
-    OutputError."""
-    return _validated(GeneratedQuestion, text).question
+def parse_question_shape(text: str, bounds: QuestionBounds) -> str:
+    """The question in a generation reply, checked for its shape and length only (the gate is
+    gate_refusal), or OutputError."""
+    question = _validated(GeneratedQuestion, text).question
+    if len(question) < bounds.min_chars:
+        raise OutputError(f"the reply does not fit: question: should have at least {bounds.min_chars} characters")
+    if len(question) > bounds.max_chars:
+        raise OutputError(f"the reply does not fit: question: should have at most {bounds.max_chars} characters")
+    return question
 
 
-def parse_question(text: str, title: str, body: str) -> str:
+def parse_question(text: str, title: str, body: str, bounds: QuestionBounds) -> str:
     """The question in a generation reply that also passes the gate, or OutputError saying why not."""
-    question = parse_question_shape(text)
-    refusal = gate_refusal(question, title, body)
+    question = parse_question_shape(text, bounds)
+    refusal = gate_refusal(question, title, body, bounds)
     if refusal is not None:
         raise OutputError(f"the question does not pass the gate: {refusal}")
     return question

@@ -293,8 +293,12 @@ from roi.settings s;
 
 -- name: claim_work
 select work_id, kind, attempt, owner_id, run_id, probe_id, question, source_kind, source_title, source_body,
-       surfaced
+       surfaced, lease_seconds
 from roi.claim_work();
+
+-- A question's length limits, from the check constraint on roi.probes (their one home).
+-- name: question_length_bounds
+select min_chars, max_chars from roi.question_length_bounds();
 
 -- name: release_work
 select roi.release_work(%(work_id)s, %(attempt)s, %(failure)s);

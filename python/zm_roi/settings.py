@@ -36,8 +36,8 @@ class Settings:
     worker_poll_seconds: float = 5.0
     # Model calls one worker process keeps in flight (each on its own connection and row).
     worker_concurrency: int = DEFAULT_WORKER_CONCURRENCY
-    # Below roi.settings.lease_duration (2 minutes by default), so a slow call ends before its lease
-    # does and no second worker starts the same row meanwhile.
+    # Bounds each call of `zm-roi judge-check`. The worker's calls are bounded by the lease of the row
+    # they serve instead (roi.settings.lease_duration; worker.call_timeout).
     model_timeout_seconds: float = 90.0
     # Encrypts owners' own provider keys at rest; never printed.
     key_encryption_key: str | None = field(default=None, repr=False)

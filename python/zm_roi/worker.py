@@ -45,6 +45,23 @@ RECONNECT_MAX_DELAY = 30.0
 # the row is released and the worker stops loudly instead of burning the row's attempts.
 RETRYABLE = (openai.OpenAIError, httpx.HTTPError, OSError, prompts.OutputError)
 
+# A model call must end before the lease of its row does: past it, another worker may claim the row and
+# make the same call (and a second verdict would be refused, but paid for). So each call's timeout is
+# what is left of the lease roi.claim_work() handed out (lease_seconds, the database's lease_duration),
+# less a margin for recording the outcome: a quarter of the lease, at most LEASE_MARGIN_SECONDS. A call
+# that would get less than MIN_CALL_SECONDS is not made (its attempt fails and the queue retries it):
+# flooring the timeout instead would let the call outlive the lease.
+LEASE_MARGIN_SECONDS = 10.0
+MIN_CALL_SECONDS = 0.5
+
+
+def call_timeout(lease_seconds: float, elapsed: float) -> float | None:
+    """Seconds a model call may take when the row's lease was `lease_seconds` long at the claim and
+    `elapsed` seconds have passed since; None when too little of the lease is left for a call."""
+    margin = min(LEASE_MARGIN_SECONDS, lease_seconds / 4)
+    timeout = lease_seconds - elapsed - margin
+    return timeout if timeout >= MIN_CALL_SECONDS else None
+
 
 @dataclass(frozen=True)
 class WorkerConfig:
@@ -52,7 +69,6 @@ class WorkerConfig:
     judge_model: str
     key_encryption_key: str | None = field(default=None, repr=False)
     poll_seconds: float = 5.0
-    timeout_seconds: float = 90.0
     concurrency: int = DEFAULT_WORKER_CONCURRENCY
     # Probe questions are embedded (as they are written, and as embed_question work); None when off.
     embedding_model: str | None = field(default_factory=embeddings.configured_model)
@@ -102,6 +118,7 @@ class Worker:
         # after its backoff (within one `--once` drain, too) is one row, however many attempts.
         self._outcomes: dict[int, bool] = {}
         self.attempts = 0
+        self._question_bounds: prompts.QuestionBounds | None = None
 
     @property
     def handled(self) -> int:
@@ -205,6 +222,7 @@ class Worker:
         job = conn.execute(query("claim_work")).fetchone()
         if job is None:
             return False
+        job["claimed_at"] = time.monotonic()  # the lease's clock, for call_timeout
         try:
             ok = self._KINDS[job["kind"]](self, conn, job)
         except BudgetRefusal as refusal:
@@ -219,17 +237,20 @@ class Worker:
     def _generate(self, conn: psycopg.Connection, job: dict) -> bool:
         model = self.config.generation_model
         kind, title, body = job["source_kind"], job["source_title"], job["source_body"]
-        first = prompts.generation_prompt(kind, title, body)
-        outcome = self._ask(conn, job, model, first, prompts.parse_question_shape)
+        bounds = self.question_bounds(conn)
+        first = prompts.generation_prompt(kind, title, body, bounds)
+        outcome = self._ask(conn, job, model, first, lambda text: prompts.parse_question_shape(text, bounds))
         # The question gate: a question that fails it goes back to the model once with the reason (a
         # metered call, counted as 'retry'); failing again, the probe takes its template question. A
         # retry that got no reply at all (provider, network) fails the attempt, for the queue to retry.
         origin, question, retry = "model", outcome.value, None
-        refusal = None if outcome.failure else prompts.gate_refusal(question, title, body)
+        refusal = None if outcome.failure else prompts.gate_refusal(question, title, body, bounds)
         if refusal is not None:
-            second = prompts.generation_prompt(kind, title, body, refused=refusal)
+            second = prompts.generation_prompt(kind, title, body, bounds, refused=refusal)
             try:
-                retry = self._ask(conn, job, model, second, lambda text: prompts.parse_question(text, title, body))
+                retry = self._ask(
+                    conn, job, model, second, lambda text: prompts.parse_question(text, title, body, bounds)
+                )
             except BudgetRefusal:
                 with conn.transaction():  # the first call was made: it is metered all the same
                     self._meter(conn, "probe_generation", model, job, outcome)
@@ -255,6 +276,14 @@ class Worker:
             _usage_note(retry) if retry else "",
         )
         return failure is None
+
+    def question_bounds(self, conn: psycopg.Connection) -> prompts.QuestionBounds:
+        """A question's length limits, read once from the database (the check constraint on
+        roi.probes is their one home, see prompts.QuestionBounds)."""
+        if self._question_bounds is None:
+            row = conn.execute(query("question_length_bounds")).fetchone()
+            self._question_bounds = prompts.QuestionBounds(row["min_chars"], row["max_chars"])
+        return self._question_bounds
 
     def _record_question(self, conn: psycopg.Connection, job: dict, question: str | None, origin: str) -> bool:
         """Record the question with its embedding (one more metered call), so the probe joins the pool
@@ -568,13 +597,16 @@ class Worker:
                 return Outcome(None, False, failure=describe(exc))
             byok = api_key is not None
             self._check_budget(conn, job, model, prompt, byok)
+            timeout = call_timeout(job["lease_seconds"], time.monotonic() - job["claimed_at"])
+            if timeout is None:
+                return Outcome(None, byok, failure="the row's lease has too little time left for a model call")
             reply = llm.call(
                 self.complete,
                 model=model,
                 prompt=prompt,
                 temperature=0,
                 api_key=api_key,
-                timeout=self.config.timeout_seconds,
+                timeout=timeout,
             )
             return Outcome(reply, byok, value=parse(reply.text))
         except RETRYABLE as exc:

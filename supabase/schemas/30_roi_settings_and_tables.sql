@@ -114,6 +114,10 @@ create table roi.probes (
   question_embedding_minilm extensions.vector(384),
   question_embedding_minilm_model text,
   unique (owner_id, memory_id),
+  -- The one home of a question's length: roi.question_length_bounds() reads these two numbers from
+  -- here for the SQL gate (roi.record_question) and the worker's (zm_roi/prompts.py), so changing
+  -- them here changes what every gate accepts. Template questions stay well inside (30..~180).
+  constraint probes_question_length check (length(question) between 10 and 300),
   check (state <> 'active' or question is not null),
   check (state <> 'pending' or question is null),
   check ((state = 'retired') = (retired_reason is not null))

@@ -249,10 +249,13 @@ $$;
 -- the lease runs out; a row whose last allowed attempt died with its worker gives up when its turn
 -- comes, as a failing attempt would have, and the next row is handed out instead. The lease is
 -- written by a HOT update (no index covers attempts or lease_until), so a claim adds no index entries.
--- One round trip per poll, whatever the kind.
+-- One round trip per poll, whatever the kind. lease_seconds is the lease handed out, by this
+-- database's clock: the worker times its model calls from it (zm_roi/worker.py, call_timeout), so a
+-- call never outlives the lease and a longer lease_duration gives a call longer.
 create function roi.claim_work()
   returns table (work_id bigint, kind text, attempt integer, owner_id uuid, run_id uuid, probe_id uuid,
-                 question text, source_kind text, source_title text, source_body text, surfaced jsonb)
+                 question text, source_kind text, source_title text, source_body text, surfaced jsonb,
+                 lease_seconds double precision)
   language plpgsql volatile security invoker set search_path = ''
 as $$
 declare
@@ -279,7 +282,7 @@ begin
     update roi.work w
     set attempts = w.attempts + 1, lease_until = now() + config.lease_duration
     where w.id = next_row.id
-    returning w.id, w.kind, w.attempts, w.owner_id, w.run_id, w.probe_id
+    returning w.id, w.kind, w.attempts, w.owner_id, w.run_id, w.probe_id, w.lease_until
   )
   select c.id, c.kind, c.attempts, c.owner_id, c.run_id, c.probe_id, p.question,
          case when c.kind <> 'embed_question' then p.source_kind end,
@@ -287,11 +290,36 @@ begin
          case when c.kind <> 'embed_question' then p.source_body end,
          -- Only a check reshapes the snapshot: the call costs ~0.1 ms a claim (measured), most claims judge.
          case when c.kind in ('judge_withheld', 'judge_reversed')
-           then roi.judge_check_surfaced(c.kind, r.surfaced, p.memory_id, p.source_body) else r.surfaced end
+           then roi.judge_check_surfaced(c.kind, r.surfaced, p.memory_id, p.source_body) else r.surfaced end,
+         extract(epoch from c.lease_until - now())::double precision
   from claimed c
   join roi.probes p on p.id = c.probe_id
   left join roi.recalls r on c.kind in ('judge', 'judge_withheld', 'judge_reversed')
                          and r.run_id = c.run_id and r.probe_id = c.probe_id;
+end
+$$;
+
+-- A question's shortest and longest length, read from the one place they are written: the check
+-- constraint probes_question_length on roi.probes. record_question's gate and the worker's
+-- (zm_roi/prompts.py, through the named query question_length_bounds) read them here, so no other
+-- copy of the two numbers exists to drift from the table's.
+create function roi.question_length_bounds(out min_chars integer, out max_chars integer)
+  language plpgsql stable security invoker set search_path = ''
+as $$
+declare
+  bounds text[];
+begin
+  select regexp_match(pg_catalog.pg_get_constraintdef(c.oid),
+                      'length\(question\) >= (\d+)\) AND \(length\(question\) <= (\d+)\)')
+  into bounds
+  from pg_catalog.pg_constraint c
+  where c.conrelid = 'roi.probes'::regclass and c.conname = 'probes_question_length';
+  if bounds is null then
+    raise exception 'roi.question_length_bounds: roi.probes has no check probes_question_length '
+      'of the form length(question) between N and M' using errcode = 'undefined_object';
+  end if;
+  min_chars := bounds[1]::integer;
+  max_chars := bounds[2]::integer;
 end
 $$;
 
@@ -307,6 +335,7 @@ create function roi.record_question(target_probe uuid, new_question text, new_or
 as $$
 declare
   written text := new_question;
+  bounds record;
 begin
   if new_origin = 'template' then
     select roi.template_question(p.source_kind, p.source_title, p.source_body) into written
@@ -315,8 +344,10 @@ begin
       return false;
     end if;
   end if;
-  if length(btrim(coalesce(written, ''))) not between 10 and 300 then
-    raise exception 'roi.record_question: a question has 10 to 300 characters' using errcode = '22023';
+  select * into bounds from roi.question_length_bounds();
+  if length(btrim(coalesce(written, ''))) not between bounds.min_chars and bounds.max_chars then
+    raise exception 'roi.record_question: a question has % to % characters', bounds.min_chars, bounds.max_chars
+      using errcode = '22023';
   end if;
   update roi.probes p
   set question = btrim(written), state = 'active', activated_at = now(), last_error = null,
@@ -803,7 +834,7 @@ revoke execute on function roi.queue_probe_work(), roi.claim_work(), roi.release
   roi.record_usage(uuid, text, text, uuid, uuid, integer, integer, boolean, numeric),
   roi.store_provider_key(uuid, text, text, text), roi.owner_provider_key(uuid, text, text),
   roi.budget_refusal(uuid, uuid, numeric, boolean), roi.abort_run_for_budget(uuid),
-  roi.defer_work(bigint, integer, text)
+  roi.defer_work(bigint, integer, text), roi.question_length_bounds()
   from public, anon, authenticated;
 grant execute on function roi.claim_work(), roi.release_work(bigint, integer, text),
   roi.record_question(uuid, text, text, text), roi.record_question(uuid, text, extensions.vector, text, text, text),
@@ -816,7 +847,7 @@ grant execute on function roi.claim_work(), roi.release_work(bigint, integer, te
   roi.owner_provider_key(uuid, text, text), roi.close_run_if_done(uuid),
   roi.record_run_closure(uuid, text, text, text), roi.run_lock_key(uuid), roi.template_question(text, text, text),
   roi.budget_refusal(uuid, uuid, numeric, boolean), roi.abort_run_for_budget(uuid),
-  roi.defer_work(bigint, integer, text)
+  roi.defer_work(bigint, integer, text), roi.question_length_bounds()
   to roi_worker;
 
 revoke all on roi.deployment_token_totals from public, anon, authenticated;

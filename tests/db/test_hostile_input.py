@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support import as_user, benchmark, user_with_knowledge
+from tests.support import QUESTION_BOUNDS, as_user, benchmark, user_with_knowledge
 from zm_roi.errors import UserError
 from zm_roi.importer import Target, import_memories
 
@@ -187,7 +187,7 @@ def test_any_model_output_is_a_verdict_or_an_output_error(reply, reliability):
 
     broken = []
     for name, parse in (
-        ("question", lambda r: prompts.parse_question(r, "Pin the SDK", "We pin at 4.2.")),
+        ("question", lambda r: prompts.parse_question(r, "Pin the SDK", "We pin at 4.2.", QUESTION_BOUNDS)),
         ("judgment", prompts.parse_judgment),
     ):
         try:
@@ -215,7 +215,7 @@ def test_odd_generation_output_is_refused_or_accepted_cleanly(reply):
     from zm_roi import prompts
 
     try:
-        question = prompts.parse_question(reply, "Pin the SDK", "We pin at 4.2.")
+        question = prompts.parse_question(reply, "Pin the SDK", "We pin at 4.2.", QUESTION_BOUNDS)
     except prompts.OutputError as exc:
         assert "W" * 50 not in str(exc), "the error never repeats the model's reply"
     else:

@@ -10,6 +10,7 @@ import json
 import psycopg
 from psycopg.rows import dict_row
 
+from tests.support import QUESTION_BOUNDS
 from tests.worker_support import (
     GENERATION_MODEL,
     GOOD_VERDICT,
@@ -56,7 +57,9 @@ def test_a_question_that_copies_its_title_is_rewritten_once_and_counted(db_url, 
     Worker(worker_url, CONFIG, model).run(once=True)
     probe = fetch(db_url, "select * from roi.probes where owner_id = %s", (owner,))[0]
     assert (probe["question"], probe["question_origin"]) == (PARAPHRASE, "retry")
-    assert prompts.gate_refusal(probe["question"], PIN["title"], PIN["body"]) is None, "the kept one passes"
+    assert prompts.gate_refusal(probe["question"], PIN["title"], PIN["body"], QUESTION_BOUNDS) is None, (
+        "the kept one passes"
+    )
     assert probe["generator_fingerprint"] == prompts.fingerprint(GENERATION_MODEL, "generate_question.j2")
     refusal = "it repeats 4 or more consecutive words of the title"
     assert f"refused because {refusal}" in model.calls[1]["prompt"], "the retry says why"

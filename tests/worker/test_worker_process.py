@@ -242,10 +242,13 @@ def one_queued_judgment(db_url: str, worker_url: str, owners) -> object:
     return owner
 
 
-def test_zm_model_timeout_seconds_bounds_a_model_call(db_url, worker_url, llm_mode, owners, fake_openai):
+def test_the_lease_bounds_a_model_call(db_url, worker_url, llm_mode, owners, fake_openai):
     owner = one_queued_judgment(db_url, worker_url, owners)
+    # A 4-second lease: the call may take what is left of it less a second (worker.call_timeout).
+    set_settings(db_url, lease_duration="4 seconds")
     fake_openai.hold_next_judgment()  # held open for 120 s unless the worker gives up first
-    env = {**worker_env(worker_url, "OPENAI_BASE_URL", fake_openai.url), "ZM_MODEL_TIMEOUT_SECONDS": "2"}
+    # ZM_MODEL_TIMEOUT_SECONDS is judge-check's: the worker's call follows its lease, not this.
+    env = {**worker_env(worker_url, "OPENAI_BASE_URL", fake_openai.url), "ZM_MODEL_TIMEOUT_SECONDS": "600"}
     started = time.monotonic()
     worker = start_worker(env, "--once")
     try:
@@ -254,7 +257,7 @@ def test_zm_model_timeout_seconds_bounds_a_model_call(db_url, worker_url, llm_mo
         worker.kill()
     took = time.monotonic() - started
     assert fake_openai.held.is_set(), "the judge call reached the model and was held"
-    assert took < 30, f"the worker gave up on the call after about 2 s, not after the model's 120 ({took:.0f} s)"
+    assert took < 30, f"the worker gave up on the call after about 3 s, not after the model's 120 ({took:.0f} s)"
     assert "Timeout" in stderr, stderr
     assert worker.returncode == 2 and "every row failed (1 of 1" in stderr, stderr
     assert as_user(db_url, owner, "select status from public.roi_benchmark_runs")[0]["status"] == "judging"

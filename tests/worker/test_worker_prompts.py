@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from tests.support import QUESTION_BOUNDS
 from zm_roi import prompts
 from zm_roi.prompts import OutputError
 
@@ -27,7 +28,7 @@ def test_the_judge_sees_question_ground_truth_and_every_surfaced_result():
 
 
 def test_the_generation_prompt_carries_the_source_and_asks_for_json():
-    text = prompts.generation_prompt("gotcha", "Cron runs in UTC", "The scheduler ignores TZ.")
+    text = prompts.generation_prompt("gotcha", "Cron runs in UTC", "The scheduler ignores TZ.", QUESTION_BOUNDS)
     assert "Title: Cron runs in UTC\nThe scheduler ignores TZ." in text
     assert '{"question": "…"}' in text and "Do not quote it" in text
 
@@ -41,7 +42,7 @@ def test_the_generation_prompt_carries_the_source_and_asks_for_json():
     ],
 )
 def test_a_real_question_is_accepted(reply):
-    assert prompts.parse_question(reply, "Pin the SDK", "We pin at 4.2.") == (
+    assert prompts.parse_question(reply, "Pin the SDK", "We pin at 4.2.", QUESTION_BOUNDS) == (
         "Which version of the payments SDK do we stay on?"
     )
 
@@ -63,13 +64,15 @@ def test_a_real_question_is_accepted(reply):
 )
 def test_a_question_that_does_not_fit_is_rejected_without_repeating_it(reply, problem):
     with pytest.raises(OutputError, match=problem) as caught:
-        prompts.parse_question(reply, "Pin the SDK", "We pin the payments SDK at 4.2 because 4.3 broke retries.")
+        prompts.parse_question(
+            reply, "Pin the SDK", "We pin the payments SDK at 4.2 because 4.3 broke retries.", QUESTION_BOUNDS
+        )
     assert "stay on" not in str(caught.value) and "4.3" not in str(caught.value)
 
 
 def test_a_question_of_exactly_300_characters_is_fine():
     question = "W" * 299 + "?"
-    assert prompts.parse_question(json.dumps({"question": question}), "T", "B") == question
+    assert prompts.parse_question(json.dumps({"question": question}), "T", "B", QUESTION_BOUNDS) == question
 
 
 def test_a_judgment_needs_real_booleans_and_a_confidence_in_range():
@@ -177,7 +180,7 @@ BODY = "We pin the payments SDK at 4.2 because 4.3 broke idempotent retries on r
     ids=["passes", "title-run", "title-run-after-punctuation", "title-share", "body-run", "two-questions", "long"],
 )
 def test_the_gate_refuses_questions_that_quote_their_source(question, rule):
-    refusal = prompts.gate_refusal(question, TITLE, BODY)
+    refusal = prompts.gate_refusal(question, TITLE, BODY, QUESTION_BOUNDS)
     assert refusal == rule if rule is None else rule in refusal
     if rule is not None:
         assert "payments" not in refusal and "4.2" not in refusal, "the reason names the rule, never the words"
@@ -186,13 +189,16 @@ def test_the_gate_refuses_questions_that_quote_their_source(question, rule):
 def test_three_title_words_in_a_row_and_half_its_content_words_pass():
     # Title content words: pin, payments, sdk, 4, 2. The question uses payments and sdk (2 of 5 = 40%, under
     # 60%) and at most 3 title words in a row ("the payments sdk").
-    assert prompts.gate_refusal("Do we keep the payments SDK on an old release, and why?", TITLE, BODY) is None
+    assert (
+        prompts.gate_refusal("Do we keep the payments SDK on an old release, and why?", TITLE, BODY, QUESTION_BOUNDS)
+        is None
+    )
 
 
 def test_the_retry_prompt_carries_the_reason_and_the_first_does_not():
-    first = prompts.generation_prompt("decision", TITLE, BODY)
+    first = prompts.generation_prompt("decision", TITLE, BODY, QUESTION_BOUNDS)
     again = prompts.generation_prompt(
-        "decision", TITLE, BODY, refused="it repeats 4 or more consecutive words of the title"
+        "decision", TITLE, BODY, QUESTION_BOUNDS, refused="it repeats 4 or more consecutive words of the title"
     )
     assert "refused" not in first
     assert "Your previous question was refused because it repeats 4 or more consecutive words of the title." in again
@@ -263,7 +269,7 @@ def test_a_judgment_number_or_text_of_another_type_is_refused(field, value):
 @pytest.mark.parametrize("value", [12345678901, None, True, ["Which version do we stay on?"]], ids=repr)
 def test_a_question_or_bare_answer_that_is_not_text_is_refused(value):
     with pytest.raises(OutputError, match="question"):
-        prompts.parse_question_shape(json.dumps({"question": value}))
+        prompts.parse_question_shape(json.dumps({"question": value}), QUESTION_BOUNDS)
     with pytest.raises(OutputError, match="answer"):
         prompts.parse_bare_answer(json.dumps({"answer": value}))
 

@@ -66,7 +66,7 @@ select tests.authenticate_as('keeper@upkeep.test');
 select is(public.benchmark_memory() ->> 'status', 'generating',
   'in LLM mode the next call hands the template question to the writer');
 select tests.clear_authentication();
-update roi.probes set state = 'active', question = 'Q?', activated_at = now()
+update roi.probes set state = 'active', question = 'What about Q?', activated_at = now()
 where owner_id = tests.user_id('keeper@upkeep.test') and state = 'pending';
 select tests.authenticate_as('keeper@upkeep.test');
 create temporary table llm_run on commit drop as select (public.benchmark_memory() ->> 'run_id')::uuid as id;
@@ -83,7 +83,7 @@ select is((select count(*)::int from roi.probes where owner_id = tests.user_id('
   'the rotated-out probe is replaced by a pending one (LLM mode waits for the worker)');
 
 -- An overdue run is closed by upkeep, unjudged probes skipped.
-update roi.probes set state = 'active', question = 'Q?' where owner_id = tests.user_id('keeper@upkeep.test') and state = 'pending';
+update roi.probes set state = 'active', question = 'What about Q?' where owner_id = tests.user_id('keeper@upkeep.test') and state = 'pending';
 select tests.authenticate_as('keeper@upkeep.test');
 create temporary table overdue_run on commit drop as select (public.benchmark_memory() ->> 'run_id')::uuid as id;
 select tests.clear_authentication();

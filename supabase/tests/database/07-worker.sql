@@ -64,7 +64,7 @@ select is_empty(
      'record_question_embedding_minilm', 'record_verdict',
      'settle_judgment', 'record_usage', 'owner_provider_key', 'close_run_if_done', 'record_run_closure',
      'run_lock_key', 'record_closed_book', 'template_question', 'record_judge_check', 'judge_check_surfaced',
-     'budget_refusal', 'abort_run_for_budget', 'defer_work')$$,
+     'budget_refusal', 'abort_run_for_budget', 'defer_work', 'question_length_bounds')$$,
   'roi_worker executes its own verbs (and what they call) and nothing else in roi');
 
 -- Who sees what: 1 issue first (the superuser sees every probe), then the worker's view.
