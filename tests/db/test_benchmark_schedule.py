@@ -14,7 +14,7 @@ import pytest
 from psycopg.rows import dict_row
 
 from tests.conftest import throwaway_cluster
-from tests.support import as_user, benchmark, wait_for
+from tests.support import CREATED_USERS, as_user, benchmark, wait_for
 from zm_roi import localdb, tokens
 from zm_roi.cli import main
 from zm_roi.importer import MemoryLine, Target, insert_memories
@@ -55,10 +55,14 @@ grant execute on function public.recall_as_the_caller(text, uuid, uuid, integer,
 
 
 def add_user(url: str, memories: list[dict]) -> tuple[uuid.UUID, str]:
+    """A user with `memories`, removed after the test with everything queued for them (in the session
+    cluster an LLM-mode pool left queued would hand another test's worker a question to write)."""
     email = f"schedule-{uuid.uuid4().hex[:10]}@example.test"
     with psycopg.connect(url) as conn, conn.transaction():
         insert_memories(conn, [MemoryLine.model_validate(m) for m in memories], Target(email))
-        return conn.execute("select id from auth.users where email = %s", (email,)).fetchone()[0], email
+        user_id = conn.execute("select id from auth.users where email = %s", (email,)).fetchone()[0]
+    CREATED_USERS.append(user_id)
+    return user_id, email
 
 
 def fetch(url: str, sql: str, params: tuple = ()) -> list[dict]:

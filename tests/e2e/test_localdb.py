@@ -71,6 +71,8 @@ def test_db_up_twice_changes_nothing_the_second_time(own_home):
     assert bare.stdout.splitlines() == [
         "extractor: deterministic",
         "recall function: public.recall(text,uuid,uuid,integer,boolean,extensions.vector,extensions.vector)",
+        "max run cost: none",
+        "max owner cost per month: none",
     ], "a bare configure prints every setting it writes (before: the extractor only)"
     with psycopg.connect(url) as conn:
         assert conn.execute("select extractor from roi.settings").fetchone()[0] == "deterministic"
