@@ -258,8 +258,9 @@ with owners as (
   insert into roi.recalls (run_id, probe_id, owner_id, surfaced_ids, surfaced)
   select r.id, p.id, p.owner_id, '{}', '[]' from new_probes p join new_runs r on r.owner_id = p.owner_id
 )
-insert into roi.work (kind, run_id, probe_id, owner_id)
-select 'judge', r.id, p.id, p.owner_id from new_probes p join new_runs r on r.owner_id = p.owner_id;
+select roi.enqueue('judge', r.owner_id, array_agg(p.id), r.id)
+from new_probes p join new_runs r on r.owner_id = p.owner_id
+group by r.id, r.owner_id;
 
 -- name: queued_judgments
 select count(*) from roi.work where kind = 'judge';
