@@ -12,9 +12,9 @@ then e5's, as `zm-roi import` fills them. The vectors are deterministic random u
 models' (embedding 10,000 rows with both models takes ~20 min here): recall's exact scans read every
 row's vector whatever its values, and what decides the pages is the vectors' bytes. Autovacuum is off
 on the memories and their postings while the layers are written and measured "after import"
-(`analyze` only), so the
-figure is that moment's and not a race with the daemon (the postings too: their statistics decide
-the lexical leg's plans); then `vacuum analyze`, and measured again.
+(`analyze` only): the figure is that moment's, before the daemon sets either table's visibility map
+(without it every index-only scan fetches the heap), not a race with it. Then `vacuum analyze`, and
+measured again.
 
 The figure is the top plan node's shared buffers (hit + read) of `EXPLAIN (ANALYZE, BUFFERS)` over
 `select * from public.recall(...)`: a function's nested statements run inside that node, so it counts
@@ -36,6 +36,7 @@ import psycopg
 from zm_roi import backfill, embeddings
 from zm_roi.bench.cluster import machine, server, throwaway_cluster
 from zm_roi.bench.layers import EMAIL, layer_rows, real_memories
+from zm_roi.bench.sql import bench_query
 from zm_roi.identity import act_as, claims_for
 from zm_roi.importer import MemoryLine, Target, insert_memories
 from zm_roi.queries import query
@@ -49,31 +50,9 @@ DIMENSIONS = 384
 LEGS = ("embedding_minilm", "embedding")
 STORE = {"embedding": "store_memory_embedding", "embedding_minilm": "store_memory_embedding_minilm"}
 
-RECALL = """
-explain (analyze, buffers, format json)
-select * from public.recall(%(question)s, %(project_id)s, null, 10, false,
-                            %(embedding)s::extensions.vector, %(embedding_minilm)s::extensions.vector)
-"""
-LEXICAL = """
-explain (analyze, buffers, format json)
-select * from public.recall_lexical(%(question)s, %(project_id)s, null, 10, false)
-"""
-
-SIZES = """
-select c.reltuples::bigint as rows_estimate,
-       (select count(*) from public.memories) as rows,
-       pg_relation_size(c.oid) as heap,
-       coalesce(pg_total_relation_size(nullif(c.reltoastrelid, 0)), 0) as toast,
-       pg_indexes_size(c.oid) as indexes,
-       (select jsonb_object_agg(i.indexrelid::regclass::text, pg_relation_size(i.indexrelid))
-        from pg_index i where i.indrelid = c.oid) as per_index,
-       pg_total_relation_size('public.memory_postings') as postings
-from pg_class c where c.oid = 'public.memories'::regclass
-"""
-
 
 def sizes_now(conn: psycopg.Connection) -> dict:
-    cur = conn.execute(SIZES)
+    cur = conn.execute(bench_query("pages_sizes"))
     return dict(zip([d.name for d in cur.description], cur.fetchone(), strict=True))
 
 
@@ -94,11 +73,9 @@ def write_layer(conn: psycopg.Connection, memories: list[dict], size: int, seed:
     for start in range(0, len(rows), 1000):
         insert_memories(conn, rows[start : start + 1000], Target(EMAIL, project=name))
         conn.commit()
-    project_id = conn.execute("select id from public.projects where name = %s", (name,)).fetchone()[0]
+    project_id = conn.execute(bench_query("layers_project_id"), {"name": name}).fetchone()[0]
     rng = random.Random(seed)  # noqa: S311 - reproducible vectors, not secrets
-    ids = [
-        r[0] for r in conn.execute("select id from public.memories where project_id = %s order by id", (project_id,))
-    ]
+    ids = [r[0] for r in conn.execute(bench_query("pages_project_ids"), {"project_id": project_id})]
     for leg in LEGS:
         say(f"filling {leg} by UPDATE in batches of {backfill.BATCH}")
         for start in range(0, len(ids), backfill.BATCH):
@@ -122,7 +99,10 @@ def buffers(plan: dict) -> int:
 def measure(conn: psycopg.Connection, user_id, project_id: str, questions: list[dict]) -> dict:
     """p50 / max shared buffers and ms per recall, hybrid and lexical, as the member."""
     figures = {}
-    for name, sql in (("hybrid", RECALL), ("lexical", LEXICAL)):
+    for name, sql in (
+        ("hybrid", bench_query("pages_hybrid_buffers")),
+        ("lexical", bench_query("pages_lexical_buffers")),
+    ):
         touched, ms = [], []
         for q in questions:
             with conn.transaction():
@@ -143,7 +123,7 @@ def nested_plans(conn: psycopg.Connection, user_id, project_id: str, question: d
     """auto_explain's plans of the recall's nested statements (as notices), for the first question."""
     notices = []
     conn.add_notice_handler(lambda d: notices.append(d.message_primary))
-    conn.execute("load 'auto_explain'")
+    conn.execute(bench_query("pages_load_auto_explain"))
     for setting, value in (
         ("auto_explain.log_min_duration", "0"),
         ("auto_explain.log_analyze", "on"),
@@ -151,13 +131,11 @@ def nested_plans(conn: psycopg.Connection, user_id, project_id: str, question: d
         ("auto_explain.log_nested_statements", "on"),
         ("auto_explain.log_level", "notice"),
     ):
-        conn.execute("select set_config(%s, %s, false)", (setting, value))
+        conn.execute(bench_query("pages_setting"), {"name": setting, "value": value})
     with conn.transaction():
         act_as(conn, claims_for(user_id, EMAIL))
-        conn.execute(
-            RECALL.replace("explain (analyze, buffers, format json)", ""), dict(question, project_id=project_id)
-        )
-    conn.execute("select set_config('auto_explain.log_min_duration', '-1', false)")
+        conn.execute(bench_query("pages_hybrid"), dict(question, project_id=project_id))
+    conn.execute(bench_query("pages_setting"), {"name": "auto_explain.log_min_duration", "value": "-1"})
     return notices
 
 
@@ -190,30 +168,28 @@ def run(
     figures.update(corpus_memories=len(memories), questions=len(questions))
     with throwaway_cluster(ROOT, say) as cluster, psycopg.connect(cluster.url()) as conn:
         figures["server"] = server(conn)["version"]
-        for table in ("public.memories", "public.memory_postings"):
-            conn.execute(f"alter table {table} set (autovacuum_enabled = off)")  # noqa: S608
-        if storage:
-            for leg in LEGS:
-                conn.execute(f"alter table public.memories alter column {leg} set storage {storage}")  # noqa: S608
-        if search_storage:
-            conn.execute(f"alter table public.memories alter column search set storage {search_storage}")  # noqa: S608
+        conn.execute(bench_query("pages_autovacuum_off"))
+        layout = [(leg, storage) for leg in LEGS if storage] + [("search", search_storage)] * bool(search_storage)
+        statements = [
+            conn.execute(bench_query("pages_set_storage"), {"column": column, "storage": kind}).fetchone()[0]
+            for column, kind in layout
+        ]
         if toast_target:
-            conn.execute(f"alter table public.memories set (toast_tuple_target = {int(toast_target)})")
+            statements.append(
+                conn.execute(bench_query("pages_set_toast_target"), {"target": toast_target}).fetchone()[0]
+            )
+        for statement in statements:
+            conn.execute(statement)
         conn.commit()
-        figures["attstorage"] = dict(
-            conn.execute(
-                "select attname, attstorage from pg_attribute where attrelid = 'public.memories'::regclass"
-                " and attname in ('embedding', 'embedding_minilm', 'search', 'body', 'title')"
-            ).fetchall()
-        )
+        figures["attstorage"] = dict(conn.execute(bench_query("pages_storage")).fetchall())
         projects = {size: write_layer(conn, memories, size, seed, say) for size in sizes}
-        user_id = conn.execute("select id from auth.users where email = %s", (EMAIL,)).fetchone()[0]
-        # Database-wide, postings included: their statistics decide the lexical leg's plans, and left to
-        # the daemon they would arrive at a different moment in every run.
-        for moment, statement in (("after_import", "analyze"), ("after_vacuum", "vacuum analyze")):
+        user_id = conn.execute(bench_query("layers_user_id"), {"email": EMAIL}).fetchone()[0]
+        # Database-wide, the postings included: whether their visibility map is set decides what the
+        # lexical leg's index-only scans cost.
+        for moment, statement in (("after_import", "pages_analyze"), ("after_vacuum", "pages_vacuum_analyze")):
             conn.commit()
             conn.autocommit = True
-            conn.execute(statement)
+            conn.execute(bench_query(statement))
             conn.autocommit = False
             say(f"measuring {moment}")
             figures["moments"][moment] = {
@@ -225,8 +201,7 @@ def run(
                 conn.autocommit = True
                 figures["moments"][moment]["nested"] = nested_plans(conn, user_id, projects[max(sizes)], questions[0])
                 conn.autocommit = False
-        for table in ("public.memories", "public.memory_postings"):
-            conn.execute(f"alter table {table} reset (autovacuum_enabled)")  # noqa: S608
+        conn.execute(bench_query("pages_autovacuum_reset"))
         conn.commit()
     return figures
 
@@ -234,9 +209,10 @@ def run(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000")
-    parser.add_argument("--storage", default=None, help="set on both vector columns before writing")
+    kinds = ("plain", "main", "external", "extended")
+    parser.add_argument("--storage", choices=kinds, default=None, help="set on both vector columns before writing")
     parser.add_argument("--toast-target", type=int, default=None, help="the table's toast_tuple_target")
-    parser.add_argument("--search-storage", default=None, help="set on the search column before writing")
+    parser.add_argument("--search-storage", choices=kinds, default=None, help="set on the search column first")
     parser.add_argument("--adr-corpus", type=Path, default=ADR_CORPUS)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--explain", action="store_true", help="auto_explain the nested plans")
