@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+import zm_roi_bench as bench
 from tests.conftest import ROOT
-from zm_roi import bench, embeddings
-from zm_roi.bench import compare, layers, report
-from zm_roi.bench.measure import Plan
+from zm_roi import embeddings
+from zm_roi_bench import compare, layers, report
+from zm_roi_bench.measure import Plan
 
 TINY = Plan(
     recall_calls=6,
