@@ -258,8 +258,9 @@ with owners as (
   insert into roi.recalls (run_id, probe_id, owner_id, surfaced_ids, surfaced)
   select r.id, p.id, p.owner_id, '{}', '[]' from new_probes p join new_runs r on r.owner_id = p.owner_id
 )
-insert into roi.work (kind, run_id, probe_id, owner_id)
-select 'judge', r.id, p.id, p.owner_id from new_probes p join new_runs r on r.owner_id = p.owner_id;
+select roi.enqueue('judge', r.owner_id, array_agg(p.id), r.id)
+from new_probes p join new_runs r on r.owner_id = p.owner_id
+group by r.id, r.owner_id;
 
 -- name: queued_judgments
 select count(*) from roi.work where kind = 'judge';
@@ -486,3 +487,67 @@ where embedding is not null group by embedding_model
 union all
 select 'embedding_minilm', embedding_minilm_model, count(*) from public.memories
 where embedding_minilm is not null group by embedding_minilm_model;
+
+-- Pages per recall on the import's write path (pages.py, decision 0019): the hybrid and lexical recalls
+-- as the member, their shared buffers read from the plan's top node, which counts every nested statement.
+-- name: pages_hybrid
+select * from public.recall(%(question)s, %(project_id)s, null, 10, false,
+                            %(embedding)s::extensions.vector, %(embedding_minilm)s::extensions.vector);
+
+-- name: pages_hybrid_buffers
+explain (analyze, buffers, format json)
+select * from public.recall(%(question)s, %(project_id)s, null, 10, false,
+                            %(embedding)s::extensions.vector, %(embedding_minilm)s::extensions.vector);
+
+-- name: pages_lexical_buffers
+explain (analyze, buffers, format json)
+select * from public.recall_lexical(%(question)s, %(project_id)s, null, 10, false);
+
+-- Bytes of the memories (heap, TOAST with its index, each index) and of the postings.
+-- name: pages_sizes
+select (select count(*) from public.memories) as rows,
+       pg_relation_size(c.oid) as heap,
+       coalesce(pg_total_relation_size(nullif(c.reltoastrelid, 0)), 0) as toast,
+       pg_indexes_size(c.oid) as indexes,
+       (select jsonb_object_agg(i.indexrelid::regclass::text, pg_relation_size(i.indexrelid))
+        from pg_index i where i.indrelid = c.oid) as per_index,
+       pg_total_relation_size('public.memory_postings') as postings
+from pg_class c where c.oid = 'public.memories'::regclass;
+
+-- name: pages_storage
+select attname, attstorage from pg_attribute
+where attrelid = 'public.memories'::regclass and attname in ('embedding', 'embedding_minilm', 'search', 'body', 'title');
+
+-- The layout a run measures, set before the rows are written: the statement for a column's storage,
+-- and for the table's toast_tuple_target.
+-- name: pages_set_storage
+select format('alter table public.memories alter column %%I set storage %%s', %(column)s::text, s)
+from unnest(array['plain', 'main', 'external', 'extended']) s where s = %(storage)s;
+
+-- name: pages_set_toast_target
+select format('alter table public.memories set (toast_tuple_target = %%s)', %(target)s::integer);
+
+-- Autovacuum held off while the layers are written and measured right after the import.
+-- name: pages_autovacuum_off
+alter table public.memories set (autovacuum_enabled = off);
+alter table public.memory_postings set (autovacuum_enabled = off);
+
+-- name: pages_autovacuum_reset
+alter table public.memories reset (autovacuum_enabled);
+alter table public.memory_postings reset (autovacuum_enabled);
+
+-- The two moments: right after the import (statistics only), and once vacuum has set the visibility maps.
+-- name: pages_analyze
+analyze;
+
+-- name: pages_vacuum_analyze
+vacuum analyze;
+
+-- name: pages_project_ids
+select id from public.memories where project_id = %(project_id)s order by id;
+
+-- name: pages_load_auto_explain
+load 'auto_explain';
+
+-- name: pages_setting
+select set_config(%(name)s, %(value)s, false);

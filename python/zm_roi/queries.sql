@@ -285,6 +285,10 @@ select public.roi_benchmark_comparison(%(run_id)s::uuid);
 -- name: worker_listen
 listen roi_work;
 
+-- The kinds of work, from their one list (roi.work_kinds): the worker's handlers must be these.
+-- name: work_kinds
+select coalesce(array_agg(k.kind order by k.kind), '{}') as kinds from roi.work_kinds k;
+
 -- What the worker will find at start: the mode, and rows already queued that need a model (every
 -- kind but embed_question, which the embedding door serves without a provider key).
 -- name: worker_queue_state

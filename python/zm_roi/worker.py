@@ -30,7 +30,7 @@ from typing import Any
 import httpx
 import openai
 import psycopg
-from psycopg.rows import dict_row
+from psycopg.rows import dict_row, tuple_row
 
 from zm_roi import embeddings, llm, prompts
 from zm_roi.queries import query
@@ -74,6 +74,12 @@ class WorkerConfig:
     embedding_model: str | None = field(default_factory=embeddings.configured_model)
     # The second leg's model (MiniLM, offline only): each question gets both, in one transaction.
     minilm_model: str | None = field(default_factory=lambda: embeddings.configured_models().get("embedding_minilm"))
+
+
+class KindsDiffer(RuntimeError):
+    """The worker's handlers (Worker._KINDS) are not the kinds of work the database lists
+    (roi.work_kinds): a worker older or newer than its database. It refuses to start rather than
+    claim a row it cannot handle or leave a kind unserved."""
 
 
 class BudgetRefusal(Exception):
@@ -203,8 +209,23 @@ class Worker:
             self._idle_lanes += 1 if up else -1
             _flag(self.idle, self._idle_lanes >= max(1, self.config.concurrency))
 
+    def check_kinds(self, conn: psycopg.Connection) -> None:
+        """Raise KindsDiffer unless the handlers are exactly the kinds roi.work_kinds lists: the table
+        is the one list of kinds, and this dispatch table must not drift from it."""
+        with conn.cursor(row_factory=tuple_row) as cur:
+            listed = set(cur.execute(query("work_kinds")).fetchone()[0])
+        handled = set(self._KINDS)
+        if listed != handled:
+            raise KindsDiffer(
+                "the worker's kinds of work differ from the database's (roi.work_kinds): "
+                f"no handler for {sorted(listed - handled) or 'none'}, "
+                f"handlers for unknown {sorted(handled - listed) or 'none'}; "
+                "run the worker of the same version as the database's migrations"
+            )
+
     def _run_connected(self, once: bool) -> None:
         with psycopg.connect(self.db_url, autocommit=True, row_factory=dict_row) as conn:
+            self.check_kinds(conn)
             conn.execute(query("worker_listen"))
             self._lane_listening(True)
             try:

@@ -85,6 +85,17 @@ create table public.memories (
   )
 );
 
+-- Both vectors stay in the row, and the search vector too: pgvector's default (STORAGE external) moved
+-- the vectors of a row written by the import (the row, then each vector by UPDATE) out of line, and
+-- each exact distance of the hybrid recall then read the TOAST index and a TOAST page, ~7 buffers a row
+-- (docs/decisions/0019). `plain`: never out of line, never compressed (float vectors do not compress);
+-- `main` for `search`, so a row sheds its title and body first, which recall reads only for the rows it
+-- returns, while the lexical leg's ts_rank reads `search` from the row.
+alter table public.memories
+  alter column embedding set storage plain,
+  alter column embedding_minilm set storage plain,
+  alter column search set storage main;
+
 create table public.usage_events (
   id bigint generated always as identity primary key,
   owner_id uuid not null references auth.users (id) on delete cascade,

@@ -118,6 +118,17 @@ create index memories_team_embedding_minilm_idx on public.memories (team_id)
 -- Functions
 -- ============================================================================================
 
+-- ts_rank's weights for D, C, B (the body) and A (the title): the title weighted like the body
+-- (docs/decisions/0006). Their one home: recall ranks by them and the postings' impacts are ts_rank
+-- by them (36_recall_postings_triggers.sql), which is what makes summed impacts rank as recall does.
+-- IMMUTABLE with no argument, so the planner folds each call into a constant: a query reads
+-- ts_rank('{…}'::real[], …), as if the array were written in place.
+create function roi.lexical_weights() returns real[]
+  language sql immutable security invoker set search_path = ''
+as $$
+  select '{0.1, 0.2, 0.4, 0.4}'::real[]
+$$;
+
 -- Turns a natural-language question into an OR of its stemmed terms: an agent's question rarely
 -- contains every word of the memory that answers it, so an AND (plainto/websearch) finds nothing.
 -- Postgres renders and parses the tsquery text itself, so no user text is ever spliced into syntax.
@@ -168,12 +179,11 @@ create function roi.recall_lexical_leg(query text, pin_project uuid, pin_team uu
   set jit = off
 as $$
 declare
-  -- ts_rank's weights for D, C, B (the body) and A (the title): the title weighted like the body.
-  weights constant real[] := '{0.1, 0.2, 0.4, 0.4}';
   -- Candidates: the per_term postings of highest impact of each question lexeme in each layer read,
   -- and where a list was cut the `pool` memories of highest summed impact, re-ranked exactly by
-  -- ts_rank (bench/README.md, "Impact-ordered postings": the frontier of cost against the exact ranking;
-  -- "Large layers": 1,500 rather than 2,000 reaches 10 ms at 100,000 rows for 0.7 of the exact top 10).
+  -- ts_rank (docs/decisions/0007-impact-ordered-postings.md: the frontier of cost against the exact
+  -- ranking; docs/decisions/0012-large-layers-get-hnsw-indexes.md: 1,500 rather than 2,000 reaches
+  -- 10 ms at 100,000 rows for 0.7 of the exact top 10).
   per_term constant integer := 1500;
   pool constant integer := 500;
   -- Summed impacts within this factor of the depth-th are ranked again: float rounding, and ties.
@@ -227,7 +237,7 @@ begin
     )
     select c.id, c.created_at, c.score
     from (
-      select m.id, m.created_at, ts_rank(weights, m.search, tsq, 1)::real as score
+      select m.id, m.created_at, ts_rank(roi.lexical_weights(), m.search, tsq, 1)::real as score
       from public.memories m
       where m.id = any (array(select hits.memory_id from hits)) and m.invalidated_at is null
         and ((m.scope = 'personal' and m.author_id = caller)
@@ -258,8 +268,6 @@ create function public.recall_lexical(
   set jit = off
 as $$
 declare
-  -- The lexical leg's ts_rank weights (roi.recall_lexical_leg), for the maintenance statement.
-  weights constant real[] := '{0.1, 0.2, 0.4, 0.4}';
   wanted integer := greatest(least(coalesce(match_count, 10), 100), 0);
   tsq tsquery;
 begin
@@ -267,7 +275,7 @@ begin
      and auth.uid() is null then
     tsq := public.recall_query(coalesce(query, ''));
     return query
-      select m.id, m.kind, m.scope, m.title, m.body, ts_rank(weights, m.search, tsq, 1)::real as score
+      select m.id, m.kind, m.scope, m.title, m.body, ts_rank(roi.lexical_weights(), m.search, tsq, 1)::real as score
       from public.memories m
       where m.invalidated_at is null and m.search @@ tsq
       order by score desc, m.created_at desc, m.id
@@ -318,7 +326,7 @@ create function public.recall(
   set jit = off set hnsw.ef_search = 200
 as $$
 declare
-  -- Chosen on the paraphrased questions with all three legs (bench/README.md, "Three legs"): a small k
+  -- Chosen on the paraphrased questions with all three legs (docs/decisions/0010-three-recall-legs.md): a small k
   -- lets a leg's first ranks count, and the two embedding legs weigh alike, a quarter above the lexical.
   rrf_k constant integer := 5;
   lexical_weight constant real := 1.0;
@@ -445,6 +453,9 @@ create policy "Authors withdraw their memories' postings" on public.memory_posti
 -- ============================================================================================
 -- Grants
 -- ============================================================================================
+-- Every writer of memories computes their postings' impacts with the weights (36_recall_postings_triggers.sql).
+revoke execute on function roi.lexical_weights() from public;
+grant execute on function roi.lexical_weights() to authenticated, service_role;
 revoke execute on function public.recall_query(text), roi.recall_layers(uuid, uuid, boolean),
   roi.recall_lexical_leg(text, uuid, uuid, boolean, integer), public.recall_lexical(text, uuid, uuid, integer, boolean),
   public.recall(text, uuid, uuid, integer, boolean, extensions.vector, extensions.vector) from public, anon;

@@ -3,16 +3,72 @@
 -- here AND into a new migration (docs/contributing.md, "Changing the schema"); tests/db/test_schema_files.py
 -- builds a database from each and prints any difference.
 --
--- The ROI benchmark, part 3 of 5: runs. Closing a run (every verdict in, overdue, or left without
--- a judge), which recall function the benchmark calls and with what arguments, roi.start_run (the
--- recall of every active probe as the caller, snapshotted), the text-free recall outcomes a trigger
--- copies from each snapshot, the advisory lock keys that serialise an owner and a run, the
+-- The ROI benchmark, part 3 of 5: runs. The one writer of verdicts, closing a run (every verdict in,
+-- overdue, or left without a judge), which recall function the benchmark calls and with what
+-- arguments, roi.start_run (the recall of every active probe as the caller, snapshotted, then its
+-- verdicts or its judgments and checks of the judge queued), the text-free recall outcomes it copies
+-- from each snapshot, the advisory lock keys that serialise an owner and a run, the
 -- statistics the views report (Wilson bound, sign test), who judged a run, and the one entry point
 -- agents call, public.benchmark_memory().
 
 -- ============================================================================================
 -- Functions
 -- ============================================================================================
+
+-- The one writer of roi.verdicts: the verdicts of run `target_run` for `target_probe` (null: every
+-- probe of the run that has none yet), judged by `judged_by`. With a `skip_reason` they are recorded
+-- as skipped; else 'deterministic' is the strict retrieval check (with_memory: the source is among
+-- the surfaced results; without_memory: false) and any other judge's answers are recorded as given.
+-- A verdict already recorded stays (never a second). Returns how many it recorded. PL/pgSQL for the
+-- reason given at roi.close_run_if_done: it runs once per verdict the worker records.
+create function roi.write_verdicts(target_run uuid, target_probe uuid, judged_by text,
+  judged_with_memory boolean default null, judged_without_memory boolean default null,
+  judged_confidence real default null, skip_reason text default null) returns integer
+  language plpgsql volatile security invoker set search_path = ''
+as $$
+declare
+  recorded integer;
+begin
+  -- Two statements, one per shape of call, each with a plan of its own: a verdict the worker records
+  -- reads one recall by its key (one statement with `target_probe is null or …` read the run's every
+  -- recall, each through the worker's read policy: ~1 ms a verdict more).
+  if target_probe is null then
+    insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, with_memory, without_memory, confidence,
+                              skipped, skip_reason, judged_by)
+    select rc.run_id, rc.probe_id, rc.owner_id, p.memory_id,
+           case when skip_reason is not null then null
+                when judged_by = 'deterministic' then p.memory_id = any (rc.surfaced_ids)
+                else judged_with_memory end,
+           case when skip_reason is not null then null
+                when judged_by = 'deterministic' then false
+                else judged_without_memory end,
+           case when skip_reason is null then judged_confidence end,
+           skip_reason is not null, skip_reason, judged_by
+    from roi.recalls rc
+    join roi.probes p on p.id = rc.probe_id
+    where rc.run_id = target_run
+    on conflict (run_id, probe_id) do nothing;
+  else
+    insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, with_memory, without_memory, confidence,
+                              skipped, skip_reason, judged_by)
+    select rc.run_id, rc.probe_id, rc.owner_id, p.memory_id,
+           case when skip_reason is not null then null
+                when judged_by = 'deterministic' then p.memory_id = any (rc.surfaced_ids)
+                else judged_with_memory end,
+           case when skip_reason is not null then null
+                when judged_by = 'deterministic' then false
+                else judged_without_memory end,
+           case when skip_reason is null then judged_confidence end,
+           skip_reason is not null, skip_reason, judged_by
+    from roi.recalls rc
+    join roi.probes p on p.id = rc.probe_id
+    where rc.run_id = target_run and rc.probe_id = target_probe
+    on conflict (run_id, probe_id) do nothing;
+  end if;
+  get diagnostics recorded = row_count;
+  return recorded;
+end
+$$;
 
 -- The steps every way of closing a run shares, under the run's lock (so two workers recording the
 -- last two verdicts cannot both miss the moment): nothing for a run gone or closed already; the
@@ -32,12 +88,7 @@ begin
     return false;
   end if;
   if skip_reason is not null then
-    insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, skipped, skip_reason, judged_by)
-    select rc.run_id, rc.probe_id, rc.owner_id, p.memory_id, true, skip_reason, skipped_by
-    from roi.recalls rc
-    join roi.probes p on p.id = rc.probe_id
-    where rc.run_id = target_run
-    on conflict (run_id, probe_id) do nothing;
+    perform roi.write_verdicts(target_run, null, skipped_by, skip_reason => skip_reason);
   end if;
   if reason = 'complete' and (select count(*) from roi.verdicts v where v.run_id = target_run) < run.probe_count then
     return false;
@@ -202,8 +253,8 @@ end
 $$;
 
 -- Recall every active probe as the caller under its pin, through the configured recall, snapshot
--- what surfaced, and either record strict verdicts at once (deterministic) or queue one judgment per
--- probe (LLM). The run records which recall produced it and its questions' embedding model. A
+-- what surfaced with its text-free outcome, and either record strict verdicts at once
+-- (deterministic) or queue one judgment per probe and the run's checks of the judge (LLM). The run records which recall produced it and its questions' embedding model. A
 -- deterministic run is judged and closed before this returns, so it is never pending (no
 -- pending_runs row is written only to be deleted); benchmark_memory() rotates after it at once.
 -- A question vector is compared only with vectors of its own model (issue 33): a semantic leg is left
@@ -295,14 +346,10 @@ begin
 
   update roi.probes p set runs_served = p.runs_served + 1
   where p.owner_id = (select auth.uid()) and p.state = 'active';
+  perform roi.note_recall_outcomes(new_run);
 
   if mode = 'deterministic' then
-    insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, with_memory, without_memory, judged_by)
-    select rc.run_id, rc.probe_id, rc.owner_id, p.memory_id, p.memory_id = any (rc.surfaced_ids), false,
-           'deterministic'
-    from roi.recalls rc join roi.probes p on p.id = rc.probe_id
-    where rc.run_id = new_run;
-    get diagnostics judged = row_count;
+    judged := roi.write_verdicts(new_run, null, 'deterministic');
     -- Every probe of the run has its verdict: the run is complete (roi.close_run_if_done's test,
     -- without its lock, its recount or a judging queue to clear, none of which a run nobody else
     -- can see yet needs).
@@ -312,9 +359,10 @@ begin
       perform roi.close_run_if_done(new_run);
     end if;
   else
-    insert into roi.work (kind, run_id, probe_id, owner_id)
-    select 'judge', rc.run_id, rc.probe_id, rc.owner_id from roi.recalls rc where rc.run_id = new_run;
-    perform pg_notify('roi_work', 'judge');
+    -- One judgment per recall, then the run's checks of the judge.
+    perform roi.enqueue('judge', (select auth.uid()),
+                        array(select rc.probe_id from roi.recalls rc where rc.run_id = new_run), new_run);
+    perform roi.queue_judge_checks(new_run);
   end if;
   return jsonb_build_object('status', 'started', 'run_id', new_run, 'probes', probe_total)
     || case when left_out <> '' then jsonb_build_object('hint', format(
@@ -324,71 +372,69 @@ begin
 end
 $$;
 
--- After recalls are recorded: keep the text-free outcome of each (source rank, kind, scope), and in
--- LLM mode queue the run's checks of the judge, each on probes picked at random: up to
--- roi.settings.closed_book_checks closed-book spot-checks, withheld_source_checks leniency checks (among
--- probes whose source surfaced) and order_checks order checks (among probes with 2 or more results).
--- Runs as whoever recorded the recalls (the owner, inside the benchmark).
-create function roi.note_recall_outcomes() returns trigger
-  language plpgsql security invoker set search_path = ''
+-- The text-free outcome of each recall of a run (source rank, kind, scope, question origin), which
+-- owners read as they read verdicts (the retrieval figures of the views). Runs as whoever recorded the
+-- recalls (the owner, inside the benchmark).
+create function roi.note_recall_outcomes(target_run uuid) returns void
+  language plpgsql volatile security invoker set search_path = ''
 as $$
-declare
-  config roi.settings;
-  queued integer;
 begin
-  select * into config from roi.settings;
   insert into roi.recall_outcomes (run_id, probe_id, owner_id, source_kind, source_scope, source_rank,
                                    question_origin)
   select n.run_id, n.probe_id, n.owner_id, p.source_kind, p.source_scope,
          array_position(n.surfaced_ids, p.memory_id), p.question_origin
-  from recorded n join roi.probes p on p.id = n.probe_id
+  from roi.recalls n join roi.probes p on p.id = n.probe_id
+  where n.run_id = target_run
   on conflict (run_id, probe_id) do nothing;
+end
+$$;
 
-  if config.closed_book_checks > 0 then
-    insert into roi.work (kind, run_id, probe_id, owner_id)
-    select 'closed_book', x.run_id, x.probe_id, x.owner_id
-    from (
-      select n.run_id, n.probe_id, n.owner_id,
-             row_number() over (partition by n.run_id order by random()) as pick,
-             (select count(*) from roi.work q where q.run_id = n.run_id and q.kind = 'closed_book')
-               + (select count(*) from roi.closed_book_results b where b.run_id = n.run_id) as already
-      from recorded n join roi.runs r on r.id = n.run_id
-      where r.mode = 'llm'
-    ) x
-    where x.pick + x.already <= config.closed_book_checks
-    on conflict do nothing;
-    get diagnostics queued = row_count;
-    if queued > 0 then
-      perform pg_notify('roi_work', 'closed_book');
-    end if;
+-- An LLM run's checks of the judge, each on probes of the run picked at random: up to
+-- roi.settings.closed_book_checks closed-book spot-checks, withheld_source_checks leniency checks (among
+-- probes whose source surfaced) and order_checks order checks (among probes with 2 or more results),
+-- fewer when some are queued or recorded already. Nothing for a deterministic run. Runs as the owner,
+-- inside the benchmark. Returns how many it queued.
+create function roi.queue_judge_checks(target_run uuid) returns integer
+  language plpgsql volatile security invoker set search_path = ''
+as $$
+declare
+  config roi.settings;
+  run roi.runs;
+  picked record;
+  queued integer := 0;
+begin
+  select * into config from roi.settings;
+  select * into run from roi.runs r where r.id = target_run;
+  if run.mode is distinct from 'llm' then
+    return 0;
   end if;
-
-  if config.withheld_source_checks > 0 or config.order_checks > 0 then
-    insert into roi.work (kind, run_id, probe_id, owner_id)
-    select x.kind, x.run_id, x.probe_id, x.owner_id
-    from (
-      select c.kind, c.wanted, n.run_id, n.probe_id, n.owner_id,
-             row_number() over (partition by c.kind, n.run_id order by random()) as pick,
-             (select count(*) from roi.work q where q.run_id = n.run_id and q.kind = c.kind)
-               + (select count(*) from roi.judge_check_results j where j.run_id = n.run_id and j.kind = c.kind)
-               as already
-      from recorded n
-      join roi.runs r on r.id = n.run_id
+  for picked in
+    select c.kind, array_agg(x.probe_id) as probes
+    from (values ('closed_book', config.closed_book_checks),
+                 ('judge_withheld', config.withheld_source_checks),
+                 ('judge_reversed', config.order_checks)) c (kind, wanted)
+    cross join lateral (
+      select n.probe_id
+      from roi.recalls n
       join roi.probes p on p.id = n.probe_id
-      cross join (values ('judge_withheld', config.withheld_source_checks),
-                         ('judge_reversed', config.order_checks)) c (kind, wanted)
-      where r.mode = 'llm' and c.wanted > 0
+      where n.run_id = target_run
         and case c.kind when 'judge_withheld' then p.memory_id = any (n.surfaced_ids)
-                        else cardinality(n.surfaced_ids) >= 2 end
+                        when 'judge_reversed' then cardinality(n.surfaced_ids) >= 2
+                        else true end
+      order by random()
+      limit greatest(c.wanted
+                     - (select count(*) from roi.work q where q.run_id = target_run and q.kind = c.kind)
+                     - (select count(*) from roi.closed_book_results b
+                        where c.kind = 'closed_book' and b.run_id = target_run)
+                     - (select count(*) from roi.judge_check_results j
+                        where j.run_id = target_run and j.kind = c.kind), 0)
     ) x
-    where x.pick + x.already <= x.wanted
-    on conflict do nothing;
-    get diagnostics queued = row_count;
-    if queued > 0 then
-      perform pg_notify('roi_work', 'judge_check');
-    end if;
-  end if;
-  return null;
+    where c.wanted > 0
+    group by c.kind
+  loop
+    queued := queued + roi.enqueue(picked.kind, run.owner_id, picked.probes, target_run);
+  end loop;
+  return queued;
 end
 $$;
 

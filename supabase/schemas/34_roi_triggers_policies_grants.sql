@@ -74,10 +74,6 @@ create trigger scheduled_runs_refuse_truncate before truncate on roi.scheduled_r
 create trigger settings_note_recall_embeddings before insert or update of recall_function on roi.settings
   for each row execute function roi.note_recall_embeddings();
 
-create trigger recalls_note_outcomes after insert on roi.recalls
-  referencing new table as recorded
-  for each statement execute function roi.note_recall_outcomes();
-
 -- ============================================================================================
 -- Policies
 -- ============================================================================================
@@ -185,6 +181,8 @@ grant execute on function roi.inside_benchmark(), roi.open_gate(), roi.close_gat
   roi.rotate_and_top_up(uuid), roi.rotate_completed_runs(uuid), roi.retire_longest_serving(uuid, integer),
   roi.refill_pool(public.memories[]), roi.close_run_if_done(uuid), roi.close_overdue_run(uuid),
   roi.close_run_left_without_judge(uuid), roi.record_run_closure(uuid, text, text, text),
+  roi.write_verdicts(uuid, uuid, text, boolean, boolean, real, text), roi.note_recall_outcomes(uuid),
+  roi.queue_judge_checks(uuid),
   roi.configured_recall(text, uuid, uuid, integer, boolean, extensions.vector, extensions.vector),
   roi.start_run(text),
   roi.open_run(), roi.owner_lock_key(uuid), roi.run_lock_key(uuid), roi.wait_for_owner_lock(bigint),

@@ -12,7 +12,7 @@
 -- Functions
 -- ============================================================================================
 -- The postings of memories just written: one per lexeme of each live one's search vector, its impact
--- the lexeme's ts_rank (recall's weights, normalisation 1; the lexeme quoted as tsquery syntax wants,
+-- the lexeme's ts_rank (recall's weights, roi.lexical_weights(), normalisation 1; the lexeme quoted as tsquery syntax wants,
 -- so no text is parsed as an operator). One statement per insert statement: an import's COPY of
 -- thousands of rows indexes them in one pass. Runs as the writer, under the postings' write policy.
 create function roi.post_new_memories() returns trigger
@@ -21,7 +21,7 @@ as $$
 begin
   insert into public.memory_postings (memory_id, lexeme, impact, scope, layer_id, author_id)
   select n.id, l.lexeme,
-         ts_rank('{0.1, 0.2, 0.4, 0.4}'::real[], n.search,
+         ts_rank(roi.lexical_weights(), n.search,
                  ('''' || replace(replace(l.lexeme, '\', '\\'), '''', '''''') || '''')::tsquery, 1),
          n.scope, coalesce(n.project_id, n.team_id, n.author_id), n.author_id
   from new_memories n
@@ -41,7 +41,7 @@ begin
   if new.invalidated_at is null then
     insert into public.memory_postings (memory_id, lexeme, impact, scope, layer_id, author_id)
     select new.id, l.lexeme,
-           ts_rank('{0.1, 0.2, 0.4, 0.4}'::real[], new.search,
+           ts_rank(roi.lexical_weights(), new.search,
                    ('''' || replace(replace(l.lexeme, '\', '\\'), '''', '''''') || '''')::tsquery, 1),
            new.scope, coalesce(new.project_id, new.team_id, new.author_id), new.author_id
     from unnest(new.search) l;

@@ -5,22 +5,23 @@
 --
 -- The worker: a least-privilege role and ONE queue of work (roi.work, pgmq's shape). Each row is a
 -- kind of work on one probe (of one run, for the kinds that belong to a run), with a lease, attempts,
--- a backoff and the last error. The worker's verbs: roi.claim_work() hands out the most urgent due
--- row, roi.release_work() puts a failed attempt back (one backoff formula) or gives up the way its
--- kind gives up, and one record_… verb per kind writes its result and removes the row:
+-- a backoff and the last error. Every row enters through roi.enqueue(), which wakes the worker. The
+-- worker's verbs: roi.claim_work() hands out the most urgent due row, roi.release_work() puts a failed
+-- attempt back (one backoff formula) or gives up the way its kind gives up, and one record_… verb per
+-- kind writes its result and removes the row. The kinds are the rows of roi.work_kinds (their urgency,
+-- whether they belong to a run, whether the worker sees the run's recall snapshot, how they give up),
+-- which roi.work's foreign key refers to; this table says who queues and records each:
 --
---   kind            urgency  queued by                          recorded by                gives up
---   judge           0        start_run (LLM mode)               record_verdict             skipped verdict
---   closed_book     1        note_recall_outcomes (LLM mode)    record_closed_book         dropped
---   judge_withheld  1        note_recall_outcomes (LLM mode)    record_judge_check         dropped
---   judge_reversed  1        note_recall_outcomes (LLM mode)    record_judge_check         dropped
---   write_question  2        a pending probe (queue_probe_work) record_question            probe retired
---   embed_question  3        an active probe with no embedding  record_question_embedding  dropped
+--   kind            urgency  queued by                            recorded by                gives up
+--   judge           0        start_run (LLM mode)                 record_verdict             skip_verdict
+--   closed_book     1        queue_judge_checks (LLM mode)        record_closed_book         drop
+--   judge_withheld  1        queue_judge_checks (LLM mode)        record_judge_check         drop
+--   judge_reversed  1        queue_judge_checks (LLM mode)        record_judge_check         drop
+--   write_question  2        a pending probe (queue_probe_work)   record_question            retire_probe
+--   embed_question  3        an active probe with no embedding    record_question_embedding  drop
 --
--- A new kind is one branch of roi.work.urgency, its record verb and its branch in release_work().
--- (PostgreSQL 15 cannot alter a generated column's expression: the migration that adds a kind drops
--- and re-adds `urgency` with its constraint and work_due_idx, a quick rewrite of a small table, which
--- leaves `urgency` the table's last column.)
+-- A new kind is a row of roi.work_kinds (in the migration that adds it), its record verb, and its
+-- handler in zm_roi/worker.py (Worker._KINDS), which refuses to start while the two differ.
 -- The worker meters every model call, with its cost, in the same transaction as its result, and
 -- before each call asks roi.budget_refusal whether the spending caps allow it: a run the caps stop
 -- closes as 'aborted_budget' (roi.abort_run_for_budget); a question waits (roi.defer_work).
@@ -59,9 +60,24 @@ create extension if not exists pgcrypto with schema extensions;
 -- Tables
 -- ============================================================================================
 
+-- The kinds of work, one row each: the one list of them (roi.work's foreign key refers to it; the
+-- worker checks its handlers against it when it starts). `urgency` orders the claim (a waiting run's
+-- judgments first); `needs_run`: a row of the kind belongs to a run; `shows_snapshot`: the worker is
+-- shown the run's recall snapshot of the probe (roi.claim_work, and the worker's read policy on
+-- roi.recalls); `gives_up`: what roi.release_work does after the last failed attempt (skip_verdict:
+-- the probe's verdict is recorded as skipped, so a partial run still completes; retire_probe: the
+-- probe retires as generation_failed; drop: the row leaves, a sample that cannot be made is left out).
+create table roi.work_kinds (
+  kind text primary key,
+  urgency smallint not null,
+  needs_run boolean not null,
+  shows_snapshot boolean not null,
+  gives_up text not null check (gives_up in ('skip_verdict', 'retire_probe', 'drop')),
+  unique (kind, urgency, needs_run)
+);
+
 -- The queue of work (LLM mode, and question embeddings in both modes). Ids only: no text derived
--- from memories, except last_error, which never holds any. `urgency` orders the claim (a waiting
--- run's judgments first) and is the list of kinds: an unknown kind has none and is refused.
+-- from memories, except last_error, which never holds any. Rows enter through roi.enqueue().
 create table roi.work (
   id bigint generated always as identity primary key,
   kind text not null,
@@ -73,13 +89,15 @@ create table roi.work (
   lease_until timestamptz,
   last_error text,
   created_at timestamptz not null default now(),
-  -- Last: each migration that adds a kind drops and re-adds it (see the header).
-  urgency smallint generated always as (case kind when 'judge' then 0
-    when 'closed_book' then 1 when 'judge_withheld' then 1 when 'judge_reversed' then 1
-    when 'write_question' then 2 when 'embed_question' then 3 end) stored,
-  constraint work_kind_is_known check (urgency is not null),
-  constraint work_run_belongs_to_its_kind
-    check ((run_id is not null) = (kind in ('judge', 'closed_book', 'judge_withheld', 'judge_reversed'))),
+  -- The kind's urgency and whether it belongs to a run, copied by roi.enqueue: the claim's order is
+  -- then read from work_due_idx alone (a join on roi.work_kinds could not be ordered by an index).
+  -- The foreign key holds the copies equal to the kind's row (MATCH FULL: an unknown kind, or a row
+  -- queued without its copies, is refused) and carries a change of a kind's urgency to its rows.
+  urgency smallint,
+  needs_run boolean,
+  constraint work_kind_is_known foreign key (kind, urgency, needs_run)
+    references roi.work_kinds (kind, urgency, needs_run) match full on update cascade,
+  constraint work_run_belongs_to_its_kind check ((run_id is not null) = needs_run),
   unique nulls not distinct (kind, probe_id, run_id)
 );
 
@@ -103,6 +121,14 @@ create table roi.provider_keys (
   primary key (owner_id, provider)
 );
 
+insert into roi.work_kinds (kind, urgency, needs_run, shows_snapshot, gives_up) values
+  ('judge', 0, true, true, 'skip_verdict'),
+  ('closed_book', 1, true, false, 'drop'),
+  ('judge_withheld', 1, true, true, 'drop'),
+  ('judge_reversed', 1, true, true, 'drop'),
+  ('write_question', 2, false, false, 'retire_probe'),
+  ('embed_question', 3, false, false, 'drop');
+
 -- ============================================================================================
 -- Indexes
 -- ============================================================================================
@@ -117,6 +143,32 @@ create index verdict_notes_owner_idx on roi.verdict_notes (owner_id);
 -- ============================================================================================
 -- Functions
 -- ============================================================================================
+
+-- The one way into the queue: `work_kind` work on each of `probes` (of `owner`, and of `target_run`
+-- for a kind that belongs to a run), carrying the kind's urgency and run rule from roi.work_kinds for
+-- the claim's index and the foreign key (an unknown kind has none and is refused there). Work already
+-- queued is left as it is. Wakes the worker (NOTIFY roi_work, the kind as payload; polling finds
+-- what a lost notification did not announce). Runs as the caller, under roi.work's policies. Returns
+-- how many rows it queued.
+create function roi.enqueue(work_kind text, owner uuid, probes uuid[], target_run uuid default null)
+  returns integer
+  language plpgsql volatile security invoker set search_path = ''
+as $$
+declare
+  queued integer;
+begin
+  insert into roi.work (kind, owner_id, probe_id, run_id, urgency, needs_run)
+  select work_kind, owner, p, target_run, k.urgency, k.needs_run
+  from unnest(probes) p
+  left join roi.work_kinds k on k.kind = work_kind
+  on conflict do nothing;
+  get diagnostics queued = row_count;
+  if queued > 0 then
+    perform pg_notify('roi_work', work_kind);
+  end if;
+  return queued;
+end
+$$;
 
 -- A probe's work follows its state, in one place: a pending probe waits for its question
 -- (write_question), an active one with no embedding for its embedding (embed_question), and work
@@ -134,15 +186,14 @@ begin
     where w.probe_id = new.id
       and ((w.kind = 'write_question' and old.state = 'pending')
            or (w.kind = 'embed_question' and old.state = 'active')
-           or (w.kind in ('closed_book', 'judge_withheld', 'judge_reversed')
+           -- a run's samples (the kinds that belong to a run and are dropped when they fail)
+           or (w.kind = any (array(select k.kind from roi.work_kinds k where k.needs_run and k.gives_up = 'drop'))
                and new.retired_reason in ('source_invalidated', 'source_unreachable')));
   end if;
   wanted := case when new.state = 'pending' then 'write_question'
                  when new.state = 'active' and new.question_embedding is null then 'embed_question' end;
   if wanted is not null then
-    insert into roi.work (kind, owner_id, probe_id) values (wanted, new.owner_id, new.id)
-    on conflict do nothing;
-    perform pg_notify('roi_work', wanted);
+    perform roi.enqueue(wanted, new.owner_id, array[new.id]);
   end if;
   return null;
 end
@@ -158,19 +209,14 @@ declare
   job record;
   recorded integer;
 begin
-  select w.run_id, w.probe_id, w.owner_id, p.memory_id into job
-  from roi.work w join roi.probes p on p.id = w.probe_id
+  select w.run_id, w.probe_id, w.owner_id into job
+  from roi.work w
   where w.id = job_id and w.kind = 'judge';
   if not found then
     return false;
   end if;
-  insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, with_memory, without_memory, confidence,
-                            skipped, skip_reason, judged_by)
-  values (job.run_id, job.probe_id, job.owner_id, job.memory_id, judged_with_memory, judged_without_memory,
-          judged_confidence, judged_with_memory is null,
-          case when judged_with_memory is null then 'judge_failed' end, 'llm')
-  on conflict (run_id, probe_id) do nothing;
-  get diagnostics recorded = row_count;
+  recorded := roi.write_verdicts(job.run_id, job.probe_id, 'llm', judged_with_memory, judged_without_memory,
+                                 judged_confidence, case when judged_with_memory is null then 'judge_failed' end);
   if recorded > 0 and nullif(btrim(coalesce(settled_note, '')), '') is not null then
     insert into roi.verdict_notes (run_id, probe_id, owner_id, note)
     values (job.run_id, job.probe_id, job.owner_id, left(settled_note, 2000));
@@ -183,7 +229,7 @@ $$;
 
 -- A failed attempt goes back to the queue after a backoff that grows with each attempt
 -- (graphile-worker's formula, the one for every kind); after max_attempts the row gives up the way
--- its kind does: a judgment is recorded as skipped ('judge_failed', the last error in the gated
+-- its kind does (roi.work_kinds.gives_up): a judgment is recorded as skipped ('judge_failed', the last error in the gated
 -- notes, so a partial run still completes and counts what was judged), a question that cannot be
 -- written retires its probe ('generation_failed'), a spot-check, a check of the judge or an embedding
 -- is dropped (a sample that cannot be made is left out; the question stays lexical-only). `attempt` fences a stale worker:
@@ -206,11 +252,11 @@ begin
     where w.id = job.id;
     return 'retry';
   end if;
-  case job.kind
-    when 'judge' then
+  case (select k.gives_up from roi.work_kinds k where k.kind = job.kind)
+    when 'skip_verdict' then
       perform roi.settle_judgment(job.id, null, null, null, coalesce(nullif(failure, ''), 'judge failed'));
       return 'skipped';
-    when 'write_question' then
+    when 'retire_probe' then
       update roi.probes p
       set state = 'retired', retired_reason = 'generation_failed', retired_at = now(), last_error = left(failure, 1000)
       where p.id = job.probe_id and p.state = 'pending';
@@ -294,7 +340,7 @@ begin
          extract(epoch from c.lease_until - now())::double precision
   from claimed c
   join roi.probes p on p.id = c.probe_id
-  left join roi.recalls r on c.kind in ('judge', 'judge_withheld', 'judge_reversed')
+  left join roi.recalls r on c.kind = any (array(select k.kind from roi.work_kinds k where k.shows_snapshot))
                          and r.run_id = c.run_id and r.probe_id = c.probe_id;
 end
 $$;
@@ -425,16 +471,12 @@ as $$
 declare
   queued integer;
 begin
-  insert into roi.work (kind, owner_id, probe_id)
-  select 'embed_question', p.owner_id, p.id from roi.probes p
-  where p.state = 'active'
-    and (p.question_embedding_model is distinct from model
-         or (minilm_model is not null and p.question_embedding_minilm_model is distinct from minilm_model))
-  on conflict do nothing;
-  get diagnostics queued = row_count;
-  if queued > 0 then
-    perform pg_notify('roi_work', 'embed_question');
-  end if;
+  select coalesce(sum(roi.enqueue('embed_question', o.owner_id, o.probes)), 0) into queued
+  from (select p.owner_id, array_agg(p.id) as probes from roi.probes p
+        where p.state = 'active'
+          and (p.question_embedding_model is distinct from model
+               or (minilm_model is not null and p.question_embedding_minilm_model is distinct from minilm_model))
+        group by p.owner_id) o;
   return queued;
 end
 $$;
@@ -696,6 +738,7 @@ create trigger verdict_notes_refuse_truncate before truncate on roi.verdict_note
 -- ============================================================================================
 -- Policies
 -- ============================================================================================
+alter table roi.work_kinds enable row level security;
 alter table roi.work enable row level security;
 alter table roi.verdict_notes enable row level security;
 alter table roi.provider_keys enable row level security;
@@ -716,6 +759,10 @@ create policy "The worker writes questions into pending probes and embeddings in
          or exists (select from roi.work w where w.probe_id = probes.id and w.kind = 'embed_question'))
   with check (state <> 'retired' or retired_reason = 'generation_failed');
 
+-- No secret in it: everyone who queues or claims work reads what each kind is.
+create policy "Those who queue or claim work read the kinds of work" on roi.work_kinds
+  for select to authenticated, roi_worker using (true);
+
 create policy "The worker reads the queue" on roi.work
   for select to roi_worker using (true);
 create policy "The worker leases queued work" on roi.work
@@ -733,7 +780,7 @@ create policy "Owners queue work only inside the benchmark" on roi.work
 create policy "The worker reads the recall snapshots it judges" on roi.recalls
   for select to roi_worker
   using (exists (select from roi.work w
-                 where w.kind in ('judge', 'judge_withheld', 'judge_reversed')
+                 where w.kind = any (array(select k.kind from roi.work_kinds k where k.shows_snapshot))
                    and w.run_id = recalls.run_id and w.probe_id = recalls.probe_id));
 
 
@@ -808,6 +855,7 @@ create policy "The worker reads what owners it has work for spent, to hold the s
 grant usage on schema public, roi to roi_worker;
 grant usage on schema extensions to roi_worker;
 
+grant select on roi.work_kinds to authenticated, roi_worker;
 grant select on roi.settings, roi.probes, roi.recalls, roi.runs, roi.verdicts,
   roi.verdict_notes, roi.run_closures, roi.pending_runs, roi.provider_keys to roi_worker;
 grant update (question, state, activated_at, retired_reason, retired_at, last_error, question_embedding,
@@ -824,7 +872,7 @@ grant select, insert on public.usage_events to roi_worker;
 -- Owners queue work inside the benchmark (runs, spot-checks, their probes' questions and embeddings).
 grant select, insert, delete on roi.work to authenticated;
 
-revoke execute on function roi.queue_probe_work(), roi.claim_work(), roi.release_work(bigint, integer, text),
+revoke execute on function roi.enqueue(text, uuid, uuid[], uuid), roi.queue_probe_work(), roi.claim_work(), roi.release_work(bigint, integer, text),
   roi.record_question(uuid, text, text, text), roi.record_question(uuid, text, extensions.vector, text, text, text),
   roi.record_question_embedding(uuid, extensions.vector, text),
   roi.record_question_embedding_minilm(uuid, extensions.vector, text), roi.queue_question_embeddings(text, text),
@@ -847,8 +895,11 @@ grant execute on function roi.claim_work(), roi.release_work(bigint, integer, te
   roi.owner_provider_key(uuid, text, text), roi.close_run_if_done(uuid),
   roi.record_run_closure(uuid, text, text, text), roi.run_lock_key(uuid), roi.template_question(text, text, text),
   roi.budget_refusal(uuid, uuid, numeric, boolean), roi.abort_run_for_budget(uuid),
-  roi.defer_work(bigint, integer, text), roi.question_length_bounds()
+  roi.defer_work(bigint, integer, text), roi.question_length_bounds(), roi.enqueue(text, uuid, uuid[], uuid),
+  roi.write_verdicts(uuid, uuid, text, boolean, boolean, real, text)
   to roi_worker;
+-- Owners queue work inside the benchmark (start_run, the checks of the judge, a probe's state change).
+grant execute on function roi.enqueue(text, uuid, uuid[], uuid) to authenticated;
 
 revoke all on roi.deployment_token_totals from public, anon, authenticated;
 grant usage on schema roi to service_role;

@@ -69,6 +69,8 @@ create policy "The embedder sees which active probes lack an embedding" on roi.p
   for select to roi_embedder using (state = 'active');
 create policy "The embedder queues the embedding of active questions" on roi.work
   for insert to roi_embedder with check (kind = 'embed_question');
+create policy "The embedder reads the kinds of work it queues" on roi.work_kinds
+  for select to roi_embedder using (true);
 create policy "The embedder marks the layers of the memories it embeds" on roi.dirty_layers
   for insert to roi_embedder with check (true);
 create policy "The embedder meters its embedding calls" on public.usage_events
@@ -90,7 +92,9 @@ grant update (embedding, embedding_model, embedding_minilm, embedding_minilm_mod
 grant select (id, owner_id, state, question_embedding_model, question_embedding_minilm_model) on roi.probes
   to roi_embedder;
 grant insert on roi.work to roi_embedder;
-grant execute on function roi.queue_question_embeddings(text, text) to roi_embedder;
+grant select on roi.work_kinds to roi_embedder;
+grant execute on function roi.queue_question_embeddings(text, text), roi.enqueue(text, uuid, uuid[], uuid)
+  to roi_embedder;
 grant insert on public.usage_events to roi_embedder;
 -- Its updates of memories mark their layers dirty like any other write (a statement trigger); an
 -- embedding changes no visibility, but the trigger cannot tell, so the embedder may add marks too.

@@ -427,8 +427,11 @@ def argument_choices(conn, owner: uuid.UUID) -> dict[str, list]:
         ids += [row[0] for row in conn.execute(statement, (owner,))]
     lock_key = conn.execute("select roi.owner_lock_key(%s)", (owner,)).fetchone()[0]
     rows = conn.execute("select array_agg(m)::text from public.memories m where author_id = %s", (owner,)).fetchone()[0]
+    probes = [row[0] for row in conn.execute("select id from roi.probes where owner_id = %s", (owner,))]
     return {
         "uuid": ids,
+        "uuid[]": ["{" + ",".join(str(p) for p in probes) + "}"],
+        "real": [0.9],
         "text": ["llm", "decision"],
         "integer": [20],
         "bigint": [lock_key, 1],

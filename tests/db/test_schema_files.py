@@ -45,6 +45,7 @@ FACTS = {
         from pg_roles r where r.rolname !~ '^pg_' order by r.rolname""",
     "cron jobs": "select jobname, schedule, command, database, username from cron.job order by jobname",
     "roi.settings": "select to_jsonb(s) from roi.settings s",
+    "roi.work_kinds": "select to_jsonb(k) from roi.work_kinds k order by k.kind",
     # last_run_at is written by the upkeep job itself once the cluster lives through a minute's turn.
     "roi.upkeep_state": "select to_jsonb(u) - 'last_run_at' from roi.upkeep_state u",
 }

@@ -42,9 +42,6 @@ def seed_queued_judgments(db_url: str, owner: uuid.UUID, count: int) -> uuid.UUI
                select %s, p.id, p.owner_id, '{}', '[]' from roi.probes p where p.id = any(%s)""",
             (run_id, [row[0] for row in probes]),
         )
-        conn.execute(
-            "insert into roi.work (kind, run_id, probe_id, owner_id) select 'judge', run_id, probe_id, owner_id "
-            "from roi.recalls where run_id = %s",
-            (run_id,),
-        )
+        conn.execute("select roi.note_recall_outcomes(%s)", (run_id,))
+        conn.execute("select roi.enqueue('judge', %s, %s, %s)", (owner, [row[0] for row in probes], run_id))
     return run_id

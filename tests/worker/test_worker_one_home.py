@@ -1,5 +1,7 @@
 """One home per rule: a question's length is the check constraint on roi.probes, which the SQL gate and
-the worker's read; a model call's timeout is derived from the lease the worker is handed."""
+the worker's read; a model call's timeout is derived from the lease the worker is handed; the kinds of
+work are the rows of roi.work_kinds, which the worker's handlers must equal; roi.enqueue wakes the
+worker."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from tests.conftest import ROOT
 from tests.support import GENERATION_MODEL, JUDGE_MODEL, QUESTION_BOUNDS, ScriptedModel, default_answer, set_settings
 from tests.worker.conftest import seed_queued_judgments
 from zm_roi import prompts
-from zm_roi.worker import LEASE_MARGIN_SECONDS, MIN_CALL_SECONDS, Worker, WorkerConfig, call_timeout
+from zm_roi.worker import LEASE_MARGIN_SECONDS, MIN_CALL_SECONDS, KindsDiffer, Worker, WorkerConfig, call_timeout
 
 CONFIG = WorkerConfig(generation_model=GENERATION_MODEL, judge_model=JUDGE_MODEL)
 
@@ -149,3 +151,94 @@ def test_the_worker_times_its_call_from_the_lease_of_the_row_it_claimed(
     margin = min(LEASE_MARGIN_SECONDS, lease_seconds / 4)
     # Below the lease by at least the margin; not much less (the claim and the key lookup take little).
     assert lease_seconds - margin - 10 < timeouts[0] <= lease_seconds - margin
+
+
+# ---- the kinds of work ---------------------------------------------------------------------------
+
+
+def test_the_workers_handlers_are_the_kinds_the_database_lists(db_url):
+    with psycopg.connect(db_url, row_factory=dict_row) as conn:
+        listed = conn.execute("select array_agg(kind order by kind) as kinds from roi.work_kinds").fetchone()["kinds"]
+        assert sorted(Worker._KINDS) == listed
+        Worker(db_url, CONFIG).check_kinds(conn)
+        try:
+            # A scratch transaction: a kind this worker has no handler for, rolled back below.
+            conn.execute(
+                "insert into roi.work_kinds (kind, urgency, needs_run, shows_snapshot, gives_up)"
+                " values ('translate', 4, false, false, 'drop')"
+            )
+            with pytest.raises(KindsDiffer, match=r"no handler for \['translate'\]"):
+                Worker(db_url, CONFIG).check_kinds(conn)
+        finally:
+            conn.rollback()
+
+        class Newer(Worker):
+            _KINDS = {**Worker._KINDS, "summarise": Worker._KINDS["judge"]}
+
+        with pytest.raises(KindsDiffer, match=r"handlers for unknown \['summarise'\]"):
+            Newer(db_url, CONFIG).check_kinds(conn)
+
+
+def test_a_worker_whose_kinds_differ_from_the_database_refuses_to_start(db_url, worker_url):
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute(
+            "insert into roi.work_kinds (kind, urgency, needs_run, shows_snapshot, gives_up)"
+            " values ('translate', 4, false, false, 'drop')"
+        )
+        try:
+            worker = Worker(worker_url, CONFIG, ScriptedModel(default_answer))
+            with pytest.raises(KindsDiffer, match="translate"):
+                worker.run(once=True)
+            assert worker.attempts == 0
+        finally:
+            conn.execute("delete from roi.work_kinds where kind = 'translate'")
+
+
+def test_enqueue_wakes_the_worker_with_the_kind(db_url, owners):
+    owner = owners.create([])
+    with psycopg.connect(db_url, autocommit=True) as listener, psycopg.connect(db_url) as conn:
+        listener.execute("listen roi_work")
+        probe = conn.execute(
+            """insert into roi.probes (owner_id, memory_id, source_kind, source_scope, source_title, source_body,
+                                       question, state, activated_at, question_embedding, question_embedding_model)
+               values (%s, gen_random_uuid(), 'decision', 'personal', 'T', 'B', 'Which way did it go, and why?',
+                       'active', now(), array_fill(0.1::real, array[384])::extensions.vector, 'seeded')
+               returning id""",
+            (owner,),
+        ).fetchone()[0]
+        conn.commit()
+        assert list(listener.notifies(timeout=0.2)) == []  # an embedded active probe queues nothing
+        queued = conn.execute("select roi.enqueue('embed_question', %s, %s)", (owner, [probe])).fetchone()[0]
+        assert list(listener.notifies(timeout=0.2)) == []  # not before the commit
+        conn.commit()
+        heard = [(n.channel, n.payload) for n in listener.notifies(timeout=5, stop_after=1)]
+        again = conn.execute("select roi.enqueue('embed_question', %s, %s)", (owner, [probe])).fetchone()[0]
+        conn.commit()
+        quiet = list(listener.notifies(timeout=0.5))
+    assert queued == 1
+    assert heard == [("roi_work", "embed_question")]
+    assert again == 0
+    assert quiet == []  # nothing queued, nobody woken
+
+
+# The kinds by name; the two checks of the judge are named together where their own behaviour is
+# written (which results they record, how the judge sees the snapshot).
+KINDS = ("judge", "closed_book", "judge_withheld", "judge_reversed", "write_question", "embed_question")
+CHECKS_OF_THE_JUDGE = {"judge_withheld", "judge_reversed"}
+
+
+def _kinds_listed(line: str) -> int:
+    """How many kinds a line names, the two checks of the judge counted as one."""
+    named = set(re.findall(r"""['"]({})['"]""".format("|".join(KINDS)), line))
+    return len(named - CHECKS_OF_THE_JUDGE) + bool(named & CHECKS_OF_THE_JUDGE)
+
+
+def test_no_other_list_of_the_kinds_of_work_is_written_in_the_product():
+    lists = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in PRODUCT
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if _kinds_listed(line) > 1
+    ]
+    assert lists == []
+    assert _kinds_listed("when kind in ('judge', 'closed_book') then") == 2  # the check can fail

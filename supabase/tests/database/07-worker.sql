@@ -1,7 +1,7 @@
 -- roi_worker, the LLM worker's role: least privilege (no memories, no users, only its verbs), it sees
 -- only what queued rows carry, and what it writes stays where owners and clients cannot read it.
 begin;
-select plan(36);
+select plan(47);
 
 -- The claim hands out any owner's work: rows that suites run earlier on this cluster committed wait
 -- until this transaction (rolled back) is over, so the claims below see this file's rows alone.
@@ -38,9 +38,8 @@ insert into roi.recalls (run_id, probe_id, owner_id, surfaced_ids, surfaced) val
   ('00000000-0000-0000-0000-00000000f001', '00000000-0000-0000-0000-00000000e002', tests.user_id('owner@worker.test'), '{}', '[]'),
   ('00000000-0000-0000-0000-00000000f001', '00000000-0000-0000-0000-00000000e003', tests.user_id('owner@worker.test'), '{}', '[]');
 -- Only e002's judgment is still queued; e003's was judged already.
-insert into roi.work (kind, run_id, probe_id, owner_id) values
-  ('judge', '00000000-0000-0000-0000-00000000f001', '00000000-0000-0000-0000-00000000e002',
-   tests.user_id('owner@worker.test'));
+select roi.enqueue('judge', tests.user_id('owner@worker.test'), array['00000000-0000-0000-0000-00000000e002'::uuid],
+                   '00000000-0000-0000-0000-00000000f001');
 insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, with_memory, without_memory, judged_by) values
   ('00000000-0000-0000-0000-00000000f001', '00000000-0000-0000-0000-00000000e003', tests.user_id('owner@worker.test'),
    '00000000-0000-0000-0000-00000000d003', true, false, 'llm');
@@ -64,7 +63,8 @@ select is_empty(
      'record_question_embedding_minilm', 'record_verdict',
      'settle_judgment', 'record_usage', 'owner_provider_key', 'close_run_if_done', 'record_run_closure',
      'run_lock_key', 'record_closed_book', 'template_question', 'record_judge_check', 'judge_check_surfaced',
-     'budget_refusal', 'abort_run_for_budget', 'defer_work', 'question_length_bounds')$$,
+     'budget_refusal', 'abort_run_for_budget', 'defer_work', 'question_length_bounds', 'enqueue',
+     'write_verdicts')$$,
   'roi_worker executes its own verbs (and what they call) and nothing else in roi');
 
 -- Who sees what: 1 issue first (the superuser sees every probe), then the worker's view.
@@ -145,6 +145,51 @@ select results_eq(
     order by purpose$$,
   $$values (1, 100, 10), (1, 300, 30)$$,
   'totals count the deployment''s calls only, not the 200 tokens on the owner''s own key');
+
+-- The kinds of work are the rows of roi.work_kinds, the one list of them (50_roi_worker.sql's header).
+select results_eq(
+  $$select kind, urgency::int, needs_run, shows_snapshot, gives_up from roi.work_kinds order by urgency, kind$$,
+  $$values ('judge', 0, true, true, 'skip_verdict'), ('closed_book', 1, true, false, 'drop'),
+           ('judge_reversed', 1, true, true, 'drop'), ('judge_withheld', 1, true, true, 'drop'),
+           ('write_question', 2, false, false, 'retire_probe'), ('embed_question', 3, false, false, 'drop')$$,
+  'six kinds of work, each with its urgency, run rule, snapshot and way of giving up');
+select throws_ok(
+  format($$select roi.enqueue('nonsense', %L, array['00000000-0000-0000-0000-00000000e003'::uuid])$$, :'owner_id'),
+  '23503', 'insert or update on table "work" violates foreign key constraint "work_kind_is_known"', 'an unknown kind is refused by roi.work''s foreign key to the kinds');
+select throws_ok(
+  format($$insert into roi.work (kind, owner_id, probe_id) values ('embed_question', %L, '00000000-0000-0000-0000-00000000e003')$$,
+         :'owner_id'),
+  '23503', 'insert or update on table "work" violates foreign key constraint "work_kind_is_known"', 'a row queued without its kind''s urgency (not through roi.enqueue) is refused too');
+select throws_ok(
+  format($$select roi.enqueue('judge', %L, array['00000000-0000-0000-0000-00000000e003'::uuid])$$, :'owner_id'),
+  '23514', null, 'a kind that belongs to a run is refused without one');
+select is(roi.enqueue('embed_question', :'owner_id', array['00000000-0000-0000-0000-00000000e003'::uuid]), 1,
+  'roi.enqueue queues a known kind, with its urgency');
+select is(roi.enqueue('embed_question', :'owner_id', array['00000000-0000-0000-0000-00000000e003'::uuid]), 0,
+  'work already queued stays as it is');
+update roi.work_kinds set urgency = 7 where kind = 'embed_question';
+select is((select urgency::int from roi.work where probe_id = '00000000-0000-0000-0000-00000000e003'
+           and kind = 'embed_question'), 7,
+  'a kind''s new urgency reaches its queued rows (the foreign key cascades it)');
+
+-- roi.start_run queues the run's judgments and checks of the judge itself, in plain sight: no
+-- trigger on roi.recalls does it.
+select hasnt_trigger('roi', 'recalls', 'recalls_note_outcomes', 'no trigger on roi.recalls queues work');
+update roi.settings set closed_book_checks = 1, withheld_source_checks = 0, order_checks = 0, extractor = 'llm';
+select tests.authenticate_as('idle@worker.test');
+select roi.open_gate();
+create temporary table started on commit drop as select roi.start_run('llm') as r;
+select tests.clear_authentication();
+select results_eq(
+  $$select (select count(*)::int from roi.recalls c where c.run_id = (select (r ->> 'run_id')::uuid from started)),
+           (select count(*)::int from roi.work w where w.kind = 'judge' and w.run_id = (select (r ->> 'run_id')::uuid from started))$$,
+  $$values (1, 1)$$,
+  'start_run queues one judgment per recall of the run');
+select is((select count(*)::int from roi.work w where w.kind = 'closed_book'
+           and w.run_id = (select (r ->> 'run_id')::uuid from started)), 1,
+  'and the spot-check its settings ask for');
+select is((select count(*)::int from roi.recall_outcomes o where o.run_id = (select (r ->> 'run_id')::uuid from started)), 1,
+  'and notes each recall''s text-free outcome');
 
 select * from finish();
 rollback;

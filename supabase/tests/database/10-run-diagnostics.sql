@@ -97,6 +97,8 @@ from (values
   (5, '{00000000-0000-0000-0000-000000000ff1}'),
   (6, '{00000000-0000-0000-0000-0000000a0006}')
 ) s (n, ids);
+-- As roi.start_run does after its recalls: their text-free outcomes, and an LLM run's checks of the judge.
+select roi.note_recall_outcomes(r.id), roi.queue_judge_checks(r.id) from roi.runs r where r.id = '00000000-0000-0000-0000-0000000f0001';
 -- The judge: b1 (with, not without), b2 (with, without), b3 (neither: it disagrees with search),
 -- b4 (with, though nothing surfaced: it disagrees again), b5 (neither), b6 skipped.
 insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, with_memory, without_memory, skipped,
@@ -115,6 +117,8 @@ select r.id, p.id, p.owner_id, array[p.memory_id], '[]'
 from roi.probes p
 cross join (values ('00000000-0000-0000-0000-0000000f0002'::uuid), ('00000000-0000-0000-0000-0000000f0003'::uuid)) r (id)
 where p.id::text like '00000000-0000-0000-0000-0000000c00%';
+select roi.note_recall_outcomes(r.id), roi.queue_judge_checks(r.id) from roi.runs r
+where r.id in ('00000000-0000-0000-0000-0000000f0002', '00000000-0000-0000-0000-0000000f0003');
 insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, with_memory, without_memory, skipped,
                           skip_reason, judged_by)
 select v.run_id, p.id, p.owner_id, p.memory_id, v.w, v.wo, v.w is null,
@@ -162,6 +166,7 @@ insert into roi.runs (id, owner_id, mode, probe_count, started_at) values
 insert into roi.recalls (run_id, probe_id, owner_id, surfaced_ids, surfaced)
 select '00000000-0000-0000-0000-0000000f0004', p.id, p.owner_id, '{}', '[]'
 from roi.probes p where p.id::text similar to '00000000-0000-0000-0000-0000000c000(1|2|3)';
+select roi.note_recall_outcomes(r.id), roi.queue_judge_checks(r.id) from roi.runs r where r.id = '00000000-0000-0000-0000-0000000f0004';
 
 -- The exact sign test, against hand-computed values: p = 2 · Σ_{i≤min} C(n, i) / 2ⁿ, capped at 1.
 select is(roi.sign_test_p(3, 1), 0.6250, 'sign test +3/−1: 2·(1+4)/16 = 0.625');

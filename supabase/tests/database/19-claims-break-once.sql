@@ -205,6 +205,7 @@ begin
     returning id into run;
     insert into roi.recalls (run_id, probe_id, owner_id, surfaced_ids, surfaced)
     select run, p.id, p.owner_id, '{}', '[]' from roi.probes p where p.owner_id = tests.user_id('random@break.test');
+    perform roi.queue_judge_checks(run);
   end loop;
 end
 $$;

@@ -5,7 +5,7 @@
 -- and a forged posting cannot pull a memory into a pin it is not in. The read policy is opened once
 -- (a savepoint) to show the cross-user check sees the break.
 begin;
-select plan(20);
+select plan(26);
 
 select tests.create_user('author@postings.test') as author_id \gset
 select tests.create_user('outsider@postings.test') as outsider_id \gset
@@ -149,6 +149,51 @@ select tests.clear_authentication();
 select is(
   (select count(*)::integer from public.memory_postings where memory_id in (select id from gone)),
   0, 'a deleted memory''s postings go with it');
+
+-- One home for ts_rank's weights: roi.lexical_weights(), which recall ranks by and the postings'
+-- impacts are computed with. No other function writes the numbers; replaced (in this rolled-back
+-- transaction) by weights that favour the title, new postings and recall's scores both follow it.
+select is_empty(
+  $$select p.oid::regprocedure from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+    where n.nspname in ('public', 'roi') and p.proname <> 'lexical_weights' and p.prosrc ~ '0\.1, ?0\.2, ?0\.4'$$,
+  'no function but roi.lexical_weights() writes ts_rank''s weights');
+select is_empty(
+  $$select p.proname from pg_proc p
+    where p.oid in ('roi.recall_lexical_leg'::regproc, 'public.recall_lexical'::regproc,
+                    'roi.post_new_memories'::regproc, 'roi.repost_memory'::regproc)
+      and p.prosrc not like '%roi.lexical_weights()%'$$,
+  'both recalls'' lexical ranking and both posting triggers call roi.lexical_weights()');
+create or replace function roi.lexical_weights() returns real[]
+  language sql immutable security invoker set search_path = ''
+as $$
+  select '{0.1, 0.2, 0.4, 1.0}'::real[]
+$$;
+select tests.authenticate_as('author@postings.test');
+insert into public.memories (scope, kind, title, body) values
+  ('personal', 'decision', 'Quokka title words', 'The quokka body has other words entirely.');
+select tests.clear_authentication();
+select is_empty(
+  $$select p.lexeme from public.memory_postings p join public.memories m on m.id = p.memory_id
+    where m.title = 'Quokka title words'
+      and abs(p.impact - ts_rank('{0.1, 0.2, 0.4, 1.0}', m.search, quote_literal(p.lexeme)::tsquery, 1)) > 1e-6$$,
+  'a new memory''s postings are ts_rank by the weights roi.lexical_weights() now holds');
+select ok(
+  (select abs(p.impact - ts_rank('{0.1, 0.2, 0.4, 0.4}', m.search, 'quokka'::tsquery, 1)) > 1e-3
+   from public.memory_postings p join public.memories m on m.id = p.memory_id
+   where m.title = 'Quokka title words' and p.lexeme = 'quokka'),
+  '(sensitivity) the title word''s impact differs from what the former weights give');
+select tests.authenticate_as('author@postings.test');
+select is(
+  (select r.score from public.recall_lexical('quokka title words') r where r.title = 'Quokka title words'),
+  (select ts_rank('{0.1, 0.2, 0.4, 1.0}', m.search, public.recall_query('quokka title words'), 1)::real
+   from public.memories m where m.title = 'Quokka title words'),
+  'recall scores by the weights roi.lexical_weights() now holds');
+select is(
+  (select r.memory_id from public.recall_lexical('quokka title words') r limit 1),
+  (select p.memory_id from public.memory_postings p join public.memories m on m.id = p.memory_id
+   where p.lexeme = 'quokka' order by p.impact desc limit 1),
+  'recall''s first result is the memory the postings rank first');
+select tests.clear_authentication();
 
 select * from finish();
 rollback;

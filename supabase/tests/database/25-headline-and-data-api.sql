@@ -24,6 +24,7 @@ values ('00000000-0000-0000-0000-00000000c200', tests.user_id('headline@defs.tes
 insert into roi.recalls (run_id, probe_id, owner_id, surfaced_ids, surfaced)
 select '00000000-0000-0000-0000-00000000c200', p.id, p.owner_id, '{}', '[]' from roi.probes p
 where p.owner_id = tests.user_id('headline@defs.test');
+select roi.note_recall_outcomes('00000000-0000-0000-0000-00000000c200');
 -- Probe 1 (decision): with and not without, the one exclusive answer. Probe 2 (decision): with and
 -- without. Probe 3: without only. Probe 4: neither. Probe 5: skipped.
 insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, with_memory, without_memory, skipped, skip_reason,

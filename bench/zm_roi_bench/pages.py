@@ -1,0 +1,237 @@
+"""Pages per recall on the user's write path (issue 35, step 2): shared buffers a member's hybrid recall
+touches, and the bytes per memory, on a layer written the way `zm-roi import` writes it.
+
+Run: `PYTHONPATH=bench .venv/bin/python -m zm_roi_bench.pages [--sizes 1000,10000] [--storage external|main|...]`.
+
+Each layer is one project of real text (the demo corpus and, when present, the public ADR corpus at
+`../shared/eval`, read at run time, never copied; a layer larger than the corpus holds varied copies, as
+in the layer bench, `layers.layer_rows`). Rows are written by the importer with embeddings off
+(`importer.insert_memories`), then both vector columns are filled by the backfill's own UPDATE, batch
+by batch in id order (`store_memory_embedding*`, backfill.BATCH rows a commit), MiniLM's column first
+then e5's, as `zm-roi import` fills them. The vectors are deterministic random unit vectors, not the
+models' (embedding 10,000 rows with both models takes ~20 min here): recall's exact scans read every
+row's vector whatever its values, and what decides the pages is the vectors' bytes. Autovacuum is off
+on the memories and their postings while the layers are written and measured "after import"
+(`analyze` only): the figure is that moment's, before the daemon sets either table's visibility map
+(without it every index-only scan fetches the heap), not a race with it. Then `vacuum analyze`, and
+measured again.
+
+The figure is the top plan node's shared buffers (hit + read) of `EXPLAIN (ANALYZE, BUFFERS)` over
+`select * from public.recall(...)`: a function's nested statements run inside that node, so it counts
+every page the recall touches (checked against auto_explain's nested plans with `--explain`). p50 over
+the paraphrased questions, as the project's member with row-level security applied.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+from pathlib import Path
+
+import psycopg
+
+from zm_roi import backfill, embeddings
+from zm_roi.identity import act_as, claims_for
+from zm_roi.importer import MemoryLine, Target, insert_memories
+from zm_roi.queries import query
+from zm_roi_bench.cluster import machine, server, throwaway_cluster
+from zm_roi_bench.layers import EMAIL, layer_rows, real_memories
+from zm_roi_bench.sql import bench_query
+
+ROOT = Path(__file__).resolve().parents[2]  # the checkout (this file is bench/zm_roi_bench/pages.py)
+# Beside the main checkout (../shared/eval); a worktree names it with --adr-corpus.
+ADR_CORPUS = ROOT.parent / "shared" / "eval" / "public-adr-corpus.jsonl"
+QUESTIONS = 10
+DIMENSIONS = 384
+# The legs in the order the import fills them (embeddings.configured_models: MiniLM first).
+LEGS = ("embedding_minilm", "embedding")
+STORE = {"embedding": "store_memory_embedding", "embedding_minilm": "store_memory_embedding_minilm"}
+
+
+def sizes_now(conn: psycopg.Connection) -> dict:
+    cur = conn.execute(bench_query("pages_sizes"))
+    return dict(zip([d.name for d in cur.description], cur.fetchone(), strict=True))
+
+
+def unit_vector(rng: random.Random) -> str:
+    v = [rng.gauss(0, 1) for _ in range(DIMENSIONS)]
+    norm = sum(x * x for x in v) ** 0.5
+    return embeddings.literal([x / norm for x in v])
+
+
+def write_layer(conn: psycopg.Connection, memories: list[dict], size: int, seed: int, say) -> str:
+    """A project of `size` rows written as the import writes them; returns its id."""
+    name = f"pages layer of {size}"
+    rows = [
+        MemoryLine(kind=kind, title=title, body=body)
+        for _, kind, title, body, _ in layer_rows(memories, {}, size, seed)
+    ]
+    say(f"importing {size:,} rows (embeddings off)")
+    for start in range(0, len(rows), 1000):
+        insert_memories(conn, rows[start : start + 1000], Target(EMAIL, project=name))
+        conn.commit()
+    project_id = conn.execute(bench_query("layers_project_id"), {"name": name}).fetchone()[0]
+    rng = random.Random(seed)  # noqa: S311 - reproducible vectors, not secrets
+    ids = [r[0] for r in conn.execute(bench_query("pages_project_ids"), {"project_id": project_id})]
+    for leg in LEGS:
+        say(f"filling {leg} by UPDATE in batches of {backfill.BATCH}")
+        for start in range(0, len(ids), backfill.BATCH):
+            with conn.cursor() as cur:
+                cur.executemany(
+                    query(STORE[leg]),
+                    [
+                        {"id": i, "embedding": unit_vector(rng), "model": "random"}
+                        for i in ids[start : start + backfill.BATCH]
+                    ],
+                )
+            conn.commit()
+    return str(project_id)
+
+
+def buffers(plan: dict) -> int:
+    top = plan[0]["Plan"]
+    return top["Shared Hit Blocks"] + top["Shared Read Blocks"]
+
+
+def measure(conn: psycopg.Connection, user_id, project_id: str, questions: list[dict]) -> dict:
+    """p50 / max shared buffers and ms per recall, hybrid and lexical, as the member."""
+    figures = {}
+    for name, sql in (
+        ("hybrid", bench_query("pages_hybrid_buffers")),
+        ("lexical", bench_query("pages_lexical_buffers")),
+    ):
+        touched, ms = [], []
+        for q in questions:
+            with conn.transaction():
+                act_as(conn, claims_for(user_id, EMAIL))
+                plan = conn.execute(sql, dict(q, project_id=project_id)).fetchone()[0]
+            touched.append(buffers(plan))
+            ms.append(plan[0]["Execution Time"])
+        figures[name] = {
+            "buffers_p50": statistics.median(touched),
+            "buffers_max": max(touched),
+            "ms_p50": round(statistics.median(ms), 2),
+        }
+    conn.rollback()  # the member's role was set for the transaction
+    return figures
+
+
+def nested_plans(conn: psycopg.Connection, user_id, project_id: str, question: dict) -> list[str]:
+    """auto_explain's plans of the recall's nested statements (as notices), for the first question."""
+    notices = []
+    conn.add_notice_handler(lambda d: notices.append(d.message_primary))
+    conn.execute(bench_query("pages_load_auto_explain"))
+    for setting, value in (
+        ("auto_explain.log_min_duration", "0"),
+        ("auto_explain.log_analyze", "on"),
+        ("auto_explain.log_buffers", "on"),
+        ("auto_explain.log_nested_statements", "on"),
+        ("auto_explain.log_level", "notice"),
+    ):
+        conn.execute(bench_query("pages_setting"), {"name": setting, "value": value})
+    with conn.transaction():
+        act_as(conn, claims_for(user_id, EMAIL))
+        conn.execute(bench_query("pages_hybrid"), dict(question, project_id=project_id))
+    conn.execute(bench_query("pages_setting"), {"name": "auto_explain.log_min_duration", "value": "-1"})
+    return notices
+
+
+def run(
+    sizes,
+    storage: str | None,
+    toast_target: int | None,
+    seed: int,
+    explain: bool,
+    adr_corpus: Path,
+    search_storage: str | None = None,
+    say=print,
+) -> dict:
+    os.environ["ZM_EMBEDDING_MODEL"] = "none"  # the import writes rows only; the vectors come after
+    memories, paraphrases = real_memories(ROOT, adr_corpus)
+    rng = random.Random(seed + 1)  # noqa: S311
+    questions = [
+        {"question": p["question"], "embedding": unit_vector(rng), "embedding_minilm": unit_vector(rng)}
+        for p in paraphrases[:QUESTIONS]
+    ] or [
+        {"question": "Which database do we use?", "embedding": unit_vector(rng), "embedding_minilm": unit_vector(rng)}
+    ]
+    figures = {
+        "machine": machine(),
+        "storage": storage,
+        "toast_tuple_target": toast_target,
+        "sizes": list(sizes),
+        "moments": {},
+    }
+    figures.update(corpus_memories=len(memories), questions=len(questions))
+    with throwaway_cluster(ROOT, say) as cluster, psycopg.connect(cluster.url()) as conn:
+        figures["server"] = server(conn)["version"]
+        conn.execute(bench_query("pages_autovacuum_off"))
+        layout = [(leg, storage) for leg in LEGS if storage] + [("search", search_storage)] * bool(search_storage)
+        statements = [
+            conn.execute(bench_query("pages_set_storage"), {"column": column, "storage": kind}).fetchone()[0]
+            for column, kind in layout
+        ]
+        if toast_target:
+            statements.append(
+                conn.execute(bench_query("pages_set_toast_target"), {"target": toast_target}).fetchone()[0]
+            )
+        for statement in statements:
+            conn.execute(statement)
+        conn.commit()
+        figures["attstorage"] = dict(conn.execute(bench_query("pages_storage")).fetchall())
+        projects = {size: write_layer(conn, memories, size, seed, say) for size in sizes}
+        user_id = conn.execute(bench_query("layers_user_id"), {"email": EMAIL}).fetchone()[0]
+        # Database-wide, the postings included: whether their visibility map is set decides what the
+        # lexical leg's index-only scans cost.
+        for moment, statement in (("after_import", "pages_analyze"), ("after_vacuum", "pages_vacuum_analyze")):
+            conn.commit()
+            conn.autocommit = True
+            conn.execute(bench_query(statement))
+            conn.autocommit = False
+            say(f"measuring {moment}")
+            figures["moments"][moment] = {
+                "bytes": sizes_now(conn),
+                "layers": {size: measure(conn, user_id, projects[size], questions) for size in sizes},
+            }
+            if explain:
+                conn.commit()
+                conn.autocommit = True
+                figures["moments"][moment]["nested"] = nested_plans(conn, user_id, projects[max(sizes)], questions[0])
+                conn.autocommit = False
+        conn.execute(bench_query("pages_autovacuum_reset"))
+        conn.commit()
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,10000")
+    kinds = ("plain", "main", "external", "extended")
+    parser.add_argument("--storage", choices=kinds, default=None, help="set on both vector columns before writing")
+    parser.add_argument("--toast-target", type=int, default=None, help="the table's toast_tuple_target")
+    parser.add_argument("--search-storage", choices=kinds, default=None, help="set on the search column first")
+    parser.add_argument("--adr-corpus", type=Path, default=ADR_CORPUS)
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--explain", action="store_true", help="auto_explain the nested plans")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    figures = run(
+        [int(s) for s in args.sizes.split(",")],
+        args.storage,
+        args.toast_target,
+        args.seed,
+        args.explain,
+        args.adr_corpus,
+        args.search_storage,
+    )
+    text = json.dumps(figures, indent=2, default=str)
+    if args.out:
+        args.out.write_text(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
