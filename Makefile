@@ -12,6 +12,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 SIZE ?= 100k
 SEED ?= 42
+# The bench harness is not part of the package (the wheel ships the product only): it runs from bench/.
+BENCH := PYTHONPATH=$(CURDIR)/bench$(if $(PYTHONPATH),:$(PYTHONPATH)) $(PY) -m zm_roi_bench
 
 # pgvector (the semantic leg of recall): Debian 12 packages none for PostgreSQL 15, so
 # scripts/install-pgvector.sh builds Debian trixie's source package with these, once.
@@ -65,15 +67,15 @@ test: install-test
 # side by side with that commit's database, same corpus, measured interleaved, in <date>-<SIZE>-vs-<commit>.md:
 # about 8 minutes at 10k, 15 at 1m (bench/README.md, *Side by side with another commit*).
 bench: install
-	@$(PY) -m zm_roi.bench --size $(SIZE) --seed $(SEED) $(if $(OWNERS),--owners $(OWNERS)) $(if $(BASE),--base $(BASE))
+	@$(BENCH) --size $(SIZE) --seed $(SEED) $(if $(OWNERS),--owners $(OWNERS)) $(if $(BASE),--base $(BASE))
 
 # Recall quality (hit@10, hit@1, MRR) on ../shared/eval: lexical, semantic, hybrid. About four minutes.
 bench-recall: install
-	@$(PY) -m zm_roi.bench.recall_quality
+	@$(BENCH).recall_quality
 
 lint: install
-	@$(VENV)/bin/ruff check python tests
-	@$(VENV)/bin/ruff format --check python tests
+	@$(VENV)/bin/ruff check python bench tests
+	@$(VENV)/bin/ruff format --check python bench tests
 
 # Appends the checksum of every migration not yet in supabase/migrations.sha256; never rewrites a line
 # (tests/db/test_schema_files.py fails when a recorded migration changes).

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import threading
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,19 +15,16 @@ import psycopg
 import pytest
 
 from tests import readme_tables
-from tests.support import extractor, remove_created_users
+from tests.support import FakeOpenAI, Owners, extractor, remove_created_users
 from zm_roi import localdb
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Embeddings are off for the suite (recall is lexical, as before issue 12), so the many suites that
+# Embeddings are off for the suite (recall is lexical alone), so the many suites that
 # count usage events or import thousands of rows measure what they were written for. The hybrid path
 # is tested with the real offline model where it matters: tests/db/test_recall.py turns it on, and
 # test_demo runs the demo with its default (the offline model).
 os.environ.setdefault("ZM_EMBEDDING_MODEL", "none")
-
-# The worker tests' fixtures (owners, llm_mode, worker_url) live with their helpers.
-pytest_plugins = ["tests.worker_support"]
 
 
 @contextmanager
@@ -93,6 +91,32 @@ def deterministic_mode(db_url):
     """roi.settings.extractor = 'deterministic' for one test, restored afterwards."""
     with extractor(db_url, "deterministic"):
         yield
+
+
+@pytest.fixture
+def owners(db_url):
+    """Users with knowledge made by the test (Owners.create), deleted again with everything recorded."""
+    made = Owners(db_url)
+    yield made
+    made.delete_all()
+
+
+@pytest.fixture(scope="session")
+def worker_url(cluster) -> str:
+    """The test cluster as the least-privilege worker role, exactly as `zm-roi worker` connects."""
+    return cluster.url(user="roi_worker", password=localdb.WORKER_PASSWORD)
+
+
+@pytest.fixture
+def fake_openai():
+    """An OpenAI-compatible endpoint on 127.0.0.1 that writes questions and verdicts, stopped afterwards."""
+    server = FakeOpenAI()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.let_go.set()
+    server.shutdown()
+    server.server_close()
 
 
 class ReliabilityLog:

@@ -32,6 +32,9 @@ WORKER_PASSWORD = "roi_worker"  # noqa: S105
 EMBEDDER_PASSWORD = "roi_embedder"  # noqa: S105
 SERVER_USER = "postgres"
 DEBIAN_PG_BINDIR = "/usr/lib/postgresql/15/bin"
+# What makes plain PostgreSQL look like Supabase (roles, auth schema), applied before the migrations;
+# relative to the checkout. The Supabase CLI reads supabase/migrations only, never this folder.
+COMPAT_LAYER = "supabase/compat/supabase_compat.sql"
 # The mode a new embedded database starts in: offline-first, so the demo and the quick start need no
 # model key. (A database built by the migrations alone starts in roi.settings' column default, llm.)
 EMBEDDED_FIRST_MODE = "deterministic"
@@ -396,10 +399,10 @@ def apply_schema_files(root: Path, url: str) -> str:
     return ""
 
 
-def prepare_database(cluster: Cluster, root: Path, migrate=push_migrations) -> str:
-    """Compat layer, then migrations (or `migrate`, e.g. apply_schema_files), then the local login
-    passwords. Idempotent."""
-    apply_sql_file(cluster.url(), root / "sql" / "supabase_compat.sql")
+def prepare_database(cluster: Cluster, root: Path, migrate=push_migrations, compat: Path | None = None) -> str:
+    """Compat layer (`compat`, default the checkout's COMPAT_LAYER), then migrations (or `migrate`, e.g.
+    apply_schema_files), then the local login passwords. Idempotent."""
+    apply_sql_file(cluster.url(), compat or root / COMPAT_LAYER)
     _set_login_password(cluster, "authenticator", AUTHENTICATOR_PASSWORD)
     output = migrate(root, cluster.url())
     _set_login_password(cluster, "roi_worker", WORKER_PASSWORD)

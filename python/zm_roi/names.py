@@ -3,7 +3,7 @@
 Every command that takes an email or a name (import, recall, token, set-key, the demo) passes it through
 here, so one spelling finds what another created, and a name over its limit is refused with that limit
 before PostgreSQL refuses it (a unique btree index holds at most 2,704 bytes of a key; the check
-constraints in supabase/schemas/10_memory_core.sql and sql/supabase_compat.sql hold the same limits
+constraints in supabase/schemas/10_memory_core.sql and supabase/compat/supabase_compat.sql hold the same limits
 for every other path).
 """
 

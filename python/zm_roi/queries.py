@@ -1,5 +1,5 @@
 """The SQL the Python side runs, kept in named-query files and looked up by name: `queries.sql` here
-for the product, `bench/queries.sql` for the bench (read through zm_roi.bench.sql.bench_query).
+for the product, bench/zm_roi_bench/queries.sql for the bench (read through zm_roi_bench.sql.bench_query).
 
 Each query in a file starts with a `-- name: some_name` line, as procrastinate does.
 """

@@ -1,4 +1,4 @@
-"""Issue 33 item 7: the benchmark compares a question's vector only with vectors of its own model. A
+"""The benchmark compares a question's vector only with vectors of its own model. A
 semantic leg whose question model differs from a vector the caller's live memories hold for it is left
 out of the run (the run records no model for it, and the answer says to run `zm-roi embed`); another
 user's memories, which the caller cannot see, leave it in."""
@@ -8,8 +8,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from tests.support import as_user, benchmark, extractor, remove_users
-from tests.worker_support import fetch
+from tests.support import as_user, benchmark, extractor, fetch, remove_users
 from zm_roi.queries import query
 
 KNOWLEDGE = [

@@ -1,5 +1,5 @@
-"""Issue 12 end to end with the real offline embedding model: the hybrid recall finds a paraphrase the
-lexical recall misses, `zm-roi configure --recall-function` refuses what breaks the contract in one
+"""The hybrid recall end to end with the real offline embedding model: it finds a paraphrase the
+lexical recall misses; `zm-roi configure --recall-function` refuses what breaks the contract in one
 line and leaves the setting alone, `zm-roi recall --json`, and every embedding call is metered (import,
 backfill as roi_embedder, the worker's questions)."""
 
@@ -14,8 +14,18 @@ import psycopg
 import pytest
 
 from tests.conftest import throwaway_cluster
-from tests.support import NESTED_PLANS, as_user, benchmark, extractor, remove_users
-from tests.worker_support import GENERATION_MODEL, JUDGE_MODEL, ScriptedModel, default_answer, fetch
+from tests.support import (
+    GENERATION_MODEL,
+    JUDGE_MODEL,
+    NESTED_PLANS,
+    ScriptedModel,
+    as_user,
+    benchmark,
+    default_answer,
+    extractor,
+    fetch,
+    remove_users,
+)
 from zm_roi import cli, embeddings, localdb
 from zm_roi.backfill import backfill
 from zm_roi.identity import act_as, claims_for
@@ -290,7 +300,7 @@ def own_cluster_conn():
 
 
 def test_a_small_project_next_to_a_large_one_is_read_from_its_covering_indexes(own_cluster_conn):
-    """Issue 22: where one project holds most memories, the hybrid recall's generic plan estimated every
+    """Where one project holds most memories, the hybrid recall's generic plan estimated every
     pinned layer at a share of the table and scanned all of it for the semantic leg (62 ms of CPU for a
     1,000-row layer next to a 100,000-row one). Planned per call, a small layer is read from its covering
     indexes alone (auto_explain shows the nested statements' plans)."""

@@ -1,4 +1,4 @@
-"""Issue 22, item 5: a large layer gets HNSW indexes of its own, built concurrently by pg_cron jobs the
+"""A large layer gets HNSW indexes of its own, built concurrently by pg_cron jobs the
 ten-minute decision schedules, and the hybrid recall pinned to that layer reads them, under RLS, with
 the results the exact distances give. Other layers keep their covering indexes. On a cluster of its own:
 it creates indexes and lets pg_cron run them."""

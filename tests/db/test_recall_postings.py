@@ -1,4 +1,4 @@
-"""Issue 22, item 5: the lexical recall takes its candidates from the impact-ordered postings, and on the
+"""The lexical recall takes its candidates from the impact-ordered postings, and on the
 bench's own question set (the demo corpus and its template questions, pinned to their project, as
 `make bench SIZE=layers` asks them) it ranks exactly as ranking every match of the layer did."""
 

@@ -13,8 +13,18 @@ import pytest
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from tests.support import benchmark, extractor, forget_calibrations, remove_users
-from tests.worker_support import GENERATION_MODEL, JUDGE_MODEL, KNOWLEDGE, ScriptedModel, default_answer, set_settings
+from tests.support import (
+    GENERATION_MODEL,
+    JUDGE_MODEL,
+    KNOWLEDGE,
+    ScriptedModel,
+    benchmark,
+    default_answer,
+    extractor,
+    forget_calibrations,
+    remove_users,
+    set_settings,
+)
 from zm_roi import localdb, prompts
 from zm_roi.identity import act_as, claims_for
 from zm_roi.importer import MemoryLine, Target, insert_memories

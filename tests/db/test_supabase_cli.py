@@ -59,7 +59,7 @@ def scratch_database(cluster, name: str):
         conn.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
     url = cluster.url(dbname=name)
     try:
-        localdb.apply_sql_file(url, ROOT / "sql" / "supabase_compat.sql")
+        localdb.apply_sql_file(url, ROOT / localdb.COMPAT_LAYER)
         yield url
     finally:
         with psycopg.connect(cluster.url(), autocommit=True) as conn:

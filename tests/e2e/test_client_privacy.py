@@ -1,4 +1,4 @@
-"""Questions never reach a client, tested where clients read (issue 33, item 1). After a deterministic
+"""Questions never reach a client, tested where clients read. After a deterministic
 run and an LLM-mode run with rows in every owner table (the red-team's scenes, tests/db/test_redteam.py),
 everything a client of the owner receives is collected: the MCP tools' text and structured results and
 the tile resource (`zm-roi mcp` over stdio), the local transport's replies, the dashboard page, and what
@@ -22,8 +22,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.db.test_redteam import deterministic_owner, llm_owner
-from tests.support import extractor, remove_users
-from tests.worker_support import set_settings
+from tests.support import extractor, remove_users, set_settings
 from zm_roi import dashboard, localdb, tokens
 from zm_roi.mcp_server import TILE_URI
 from zm_roi.transport import LocalTransport

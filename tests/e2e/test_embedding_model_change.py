@@ -1,4 +1,4 @@
-"""A changed embedding model is detected (issue 33, item 7): memories record the model of each vector,
+"""A changed embedding model is detected: memories record the model of each vector,
 `zm-roi recall` compares a query vector only with vectors of its own model (a leg whose read set holds
 another model's vectors is left out), `recall` and `import` say so with the hint to run `zm-roi embed`,
 and `zm-roi embed` re-embeds them. Before, recall silently compared the new model's query vector with the

@@ -13,15 +13,20 @@ import psycopg
 import pytest
 
 from tests.support import (
+    GENERATION_MODEL,
+    JUDGE_MODEL,
+    KNOWLEDGE,
+    ScriptedModel,
     add_memories,
     as_user,
     benchmark,
     benchmark_user,
+    default_answer,
     extractor,
     knowledge,
+    set_settings,
 )
 from tests.unit.test_gate import sign_test_p, wilson
-from tests.worker_support import GENERATION_MODEL, JUDGE_MODEL, KNOWLEDGE, ScriptedModel, default_answer, set_settings
 from zm_roi import cli, dashboard
 from zm_roi.mcp_server import build_server
 from zm_roi.transport import LocalTransport

@@ -1,12 +1,12 @@
 """`make bench BASE=…`'s pure logic: the verdict on each figure, the round order, one round's share of
-the calls, the pooling of rounds, and the verbs read from a checkout of either layout (the bench's
-queries in their own file, or prefixed `bench_` in queries.sql before issue 19)."""
+the calls, the pooling of rounds, and the verbs and files read from a checkout of any layout (the bench's
+queries in their own file, or prefixed `bench_` in queries.sql before the one work queue)."""
 
 from __future__ import annotations
 
-from zm_roi.bench import compare
-from zm_roi.bench.measure import HYBRID_MODES, RECALL_MODES, Plan
-from zm_roi.bench.sql import Checkout
+from zm_roi_bench import compare
+from zm_roi_bench.measure import HYBRID_MODES, RECALL_MODES, Plan
+from zm_roi_bench.sql import Checkout
 
 
 def test_head_slower_by_more_than_five_percent_is_flagged_and_five_exactly_is_not():
@@ -127,3 +127,20 @@ def test_a_checkout_with_one_work_queue_claims_work(tmp_path):
     )
     assert new.claim_judgment == "select * from roi.claim_work();"
     assert new.bench_query("seed_judgments") == "insert into roi.work default values;"
+
+
+def test_a_checkout_finds_its_bench_queries_and_compat_layer_where_its_commit_kept_them(tmp_path):
+    """BASE= may name a commit from before the harness left the package (its queries under
+    python/zm_roi/bench/, its compat layer in sql/) or one after (bench/zm_roi_bench/, supabase/compat/)."""
+    before, after = tmp_path / "before", tmp_path / "after"
+    for root, queries, compat in (
+        (before, "python/zm_roi/bench/queries.sql", "sql/supabase_compat.sql"),
+        (after, "bench/zm_roi_bench/queries.sql", "supabase/compat/supabase_compat.sql"),
+    ):
+        for path, text in ((queries, f"-- name: where\nselect '{root.name}';\n"), (compat, "select 1;\n")):
+            (root / path).parent.mkdir(parents=True, exist_ok=True)
+            (root / path).write_text(text)
+    assert Checkout(before).bench_query("where") == "select 'before';"
+    assert Checkout(before).compat_layer == before / "sql" / "supabase_compat.sql"
+    assert Checkout(after).bench_query("where") == "select 'after';"
+    assert Checkout(after).compat_layer == after / "supabase" / "compat" / "supabase_compat.sql"

@@ -2,7 +2,7 @@
 
 from collections import Counter
 
-from zm_roi.bench import layers
+from zm_roi_bench import layers
 
 
 def test_each_round_runs_every_recall_once_and_each_goes_first_alike():

@@ -1,5 +1,5 @@
 """The README hands over to docs/: every relative link and #anchor between README.md, bench/README.md and
-docs/**/*.md resolves, and the two READMEs stay short (issue 31: README ≤ 200 lines, bench ≤ 150)."""
+docs/**/*.md resolves, and the two READMEs stay short (README ≤ 200 lines, bench/README ≤ 150)."""
 
 from __future__ import annotations
 

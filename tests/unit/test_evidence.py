@@ -110,16 +110,16 @@ def test_tests_share_one_wait_for_one_benchmark_and_one_user_cleanup():
 
 
 def test_named_sql_lives_in_two_files_and_every_name_used_exists():
-    """The product's queries in queries.sql, the bench's in bench/queries.sql, and no third home."""
-    from zm_roi.bench.sql import bench_query
+    """The product's queries in queries.sql, the bench's in bench/zm_roi_bench/queries.sql, and no third home."""
     from zm_roi.queries import query
+    from zm_roi_bench.sql import bench_query
 
     sql_files = [p for p in ROOT.rglob("*.sql") if ".venv" not in p.parts and "node_modules" not in p.parts]
     named = sorted(p.relative_to(ROOT).as_posix() for p in sql_files if "-- name:" in p.read_text())
-    assert named == ["python/zm_roi/bench/queries.sql", "python/zm_roi/queries.sql"]
+    assert named == ["bench/zm_roi_bench/queries.sql", "python/zm_roi/queries.sql"]
     lookups = {"query": query, "bench_query": bench_query}
     used: dict[str, set[str]] = {"query": set(), "bench_query": set()}
-    for path in (ROOT / "python" / "zm_roi").rglob("*.py"):
+    for path in [*(ROOT / "python" / "zm_roi").rglob("*.py"), *(ROOT / "bench" / "zm_roi_bench").rglob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
             if (
                 isinstance(node, ast.Call)

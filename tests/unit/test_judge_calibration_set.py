@@ -1,4 +1,4 @@
-"""The shipped judge calibration set is big enough to measure a judge (issue 32, item 1).
+"""The shipped judge calibration set is big enough to measure a judge.
 
 A judge's sensitivity and specificity on the exclusive label (with_memory and not without_memory) are
 only worth correcting a run with when both rest on enough cases: at least 100 positives and 100

@@ -57,7 +57,7 @@ def binomial(rng: random.Random, n: int, p: float) -> int:
 
 
 def plain_delta(k: int, n: int, tp: int, fn: int, tn: int, fp: int) -> tuple[float, float]:
-    """The unadjusted delta-method interval (issue 32's formula), for the comparison only."""
+    """The unadjusted delta-method interval (no small-sample adjustment), for the comparison only."""
     p, q1, q0 = k / n, tp / (tp + fn), tn / (tn + fp)
     youden = q0 + q1 - 1
     theta = min(1.0, max(0.0, (p + q0 - 1) / youden))

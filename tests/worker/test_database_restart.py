@@ -11,8 +11,16 @@ import psycopg
 import pytest
 
 from tests.conftest import throwaway_cluster
-from tests.support import benchmark, wait_for
-from tests.worker_support import GENERATION_MODEL, GOOD_VERDICT, JUDGE_MODEL, KNOWLEDGE, ScriptedModel, question_for
+from tests.support import (
+    GENERATION_MODEL,
+    GOOD_VERDICT,
+    JUDGE_MODEL,
+    KNOWLEDGE,
+    ScriptedModel,
+    benchmark,
+    question_for,
+    wait_for,
+)
 from zm_roi import localdb
 from zm_roi.importer import MemoryLine, Target, insert_memories
 from zm_roi.worker import Worker, WorkerConfig

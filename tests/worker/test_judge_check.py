@@ -12,8 +12,7 @@ import uuid
 
 import pytest
 
-from tests.support import forget_calibrations, remove_users
-from tests.worker_support import JUDGE_MODEL, fetch
+from tests.support import JUDGE_MODEL, fetch, forget_calibrations, remove_users
 from zm_roi import cli, judgecheck, llm, prompts
 from zm_roi.judgecheck import CALIBRATION, Case, load_cases
 

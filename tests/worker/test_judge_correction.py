@@ -15,14 +15,13 @@ from decimal import Decimal
 import pytest
 
 from tests.judge_correction import corrected_rate
-from tests.support import as_user, forget_calibrations
+from tests.support import GENERATION_MODEL, KNOWLEDGE, as_user, benchmark, fetch, forget_calibrations
 from tests.worker.test_judge_check import CASES, GOLD
-from tests.worker_support import GENERATION_MODEL, KNOWLEDGE, benchmark, fetch
 from zm_roi import cli, judgecheck, llm, mcp_server, prompts, tokens
 from zm_roi.transport import LocalTransport
 from zm_roi.worker import Worker, WorkerConfig
 
-# The run's six questions ask about "topic number N" (worker_support.question_for): the judge says
+# The run's six questions ask about "topic number N" (tests.support.question_for): the judge says
 # memory answers 0–3, a bare agent 3 too, so 3 of 6 are exclusive: raw rate 0.5.
 RUN_VERDICTS = {0: (True, False), 1: (True, False), 2: (True, False), 3: (True, True), 4: (False, False)}
 

@@ -14,12 +14,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tests.support import as_user
-from tests.worker_support import (
+from tests.support import (
     GENERATION_MODEL,
     JUDGE_MODEL,
     KNOWLEDGE,
     ScriptedModel,
+    as_user,
     benchmark,
     default_answer,
     fetch,

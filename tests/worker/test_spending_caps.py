@@ -17,7 +17,7 @@ from decimal import Decimal
 import psycopg
 import pytest
 
-from tests.worker_support import (
+from tests.support import (
     GENERATION_MODEL,
     GOOD_VERDICT,
     KNOWLEDGE,
@@ -27,8 +27,8 @@ from tests.worker_support import (
     fetch,
     question_for,
     set_settings,
-    tile,
 )
+from tests.worker.conftest import tile
 from zm_roi import llm, prompts
 from zm_roi.cli import main
 from zm_roi.worker import Worker, WorkerConfig

@@ -12,21 +12,20 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from tests.support import as_user
-from tests.worker_support import (
-    EPISODE,
+from tests.support import (
     GENERATION_MODEL,
     GOOD_VERDICT,
     JUDGE_MODEL,
     KNOWLEDGE,
     ScriptedModel,
+    as_user,
     benchmark,
     default_answer,
     fetch,
     question_for,
     set_settings,
-    tile,
 )
+from tests.worker.conftest import EPISODE, tile
 from zm_roi.worker import Worker, WorkerConfig
 
 CONFIG = WorkerConfig(generation_model=GENERATION_MODEL, judge_model=JUDGE_MODEL)

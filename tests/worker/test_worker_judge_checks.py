@@ -1,4 +1,4 @@
-"""The checks of the judge (issue 20): the question gate (a question that quotes its source goes back to
+"""The checks of the judge: the question gate (a question that quotes its source goes back to
 the model once, then falls back to its template), the judge fingerprint (a run says who judged it; a
 changed judge gives no paired p-value), and the checks queued on every LLM run: the same judgment with
 the source withheld (leniency) and with the results in reverse order (position bias)."""
@@ -10,12 +10,12 @@ import json
 import psycopg
 from psycopg.rows import dict_row
 
-from tests.support import QUESTION_BOUNDS
-from tests.worker_support import (
+from tests.support import (
     GENERATION_MODEL,
     GOOD_VERDICT,
     JUDGE_MODEL,
     KNOWLEDGE,
+    QUESTION_BOUNDS,
     ScriptedModel,
     as_user,
     benchmark,
@@ -152,7 +152,7 @@ def test_a_template_question_for_a_probe_no_longer_pending_is_dropped(db_url, wo
     assert recorded == {"record_question": False}, "dropped, as a model's question would be, not an error"
 
 
-# ---- the checks of the judge on every run (issue 20, items 2 and 3) --------------------------------
+# ---- the checks of the judge on every run: leniency and position bias ------------------------------
 
 # Questions that name their source's own details (so recall ranks it first, among others) and still
 # pass the question gate: no title words at all.

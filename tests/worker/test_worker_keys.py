@@ -11,12 +11,12 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from tests.support import as_user
-from tests.worker_support import (
+from tests.support import (
     GENERATION_MODEL,
     JUDGE_MODEL,
     KNOWLEDGE,
     ScriptedModel,
+    as_user,
     benchmark,
     default_answer,
     fetch,

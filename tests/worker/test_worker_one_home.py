@@ -14,15 +14,8 @@ import pytest
 from psycopg.rows import dict_row
 
 from tests.conftest import ROOT
-from tests.support import QUESTION_BOUNDS
-from tests.worker_support import (
-    GENERATION_MODEL,
-    JUDGE_MODEL,
-    ScriptedModel,
-    default_answer,
-    seed_queued_judgments,
-    set_settings,
-)
+from tests.support import GENERATION_MODEL, JUDGE_MODEL, QUESTION_BOUNDS, ScriptedModel, default_answer, set_settings
+from tests.worker.conftest import seed_queued_judgments
 from zm_roi import prompts
 from zm_roi.worker import LEASE_MARGIN_SECONDS, MIN_CALL_SECONDS, KindsDiffer, Worker, WorkerConfig, call_timeout
 

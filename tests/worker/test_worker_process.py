@@ -15,18 +15,19 @@ import threading
 import time
 
 from tests.conftest import ROOT
-from tests.support import as_user, wait_for
-from tests.worker_support import (
+from tests.support import (
     GENERATION_MODEL,
     JUDGE_MODEL,
     KNOWLEDGE,
     ScriptedModel,
+    as_user,
     benchmark,
     default_answer,
     fetch,
-    seed_queued_judgments,
     set_settings,
+    wait_for,
 )
+from tests.worker.conftest import seed_queued_judgments
 from zm_roi.settings import DEFAULT_WORKER_CONCURRENCY
 from zm_roi.worker import Worker, WorkerConfig
 

@@ -8,18 +8,19 @@ import threading
 import psycopg
 from psycopg.rows import dict_row
 
-from tests.support import as_user, wait_for
-from tests.worker_support import (
+from tests.support import (
     GENERATION_MODEL,
     JUDGE_MODEL,
     KNOWLEDGE,
     ScriptedModel,
+    as_user,
     benchmark,
     default_answer,
     fetch,
-    seed_queued_judgments,
     set_settings,
+    wait_for,
 )
+from tests.worker.conftest import seed_queued_judgments
 from zm_roi.queries import query
 from zm_roi.worker import Worker, WorkerConfig
 

@@ -9,7 +9,7 @@ import re
 import psycopg
 import pytest
 
-from tests.worker_support import (
+from tests.support import (
     GENERATION_MODEL,
     JUDGE_MODEL,
     KNOWLEDGE,
@@ -17,9 +17,9 @@ from tests.worker_support import (
     benchmark,
     default_answer,
     fetch,
-    seed_queued_judgments,
     set_settings,
 )
+from tests.worker.conftest import seed_queued_judgments
 from zm_roi import embeddings
 from zm_roi.cli import main
 from zm_roi.worker import Worker, WorkerConfig

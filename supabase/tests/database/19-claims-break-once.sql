@@ -1,4 +1,4 @@
--- Issue 21: each claim below is checked, then broken once inside this transaction (a savepoint that
+-- Each claim below is checked, then broken once inside this transaction (a savepoint that
 -- opens a policy or grants a column), to show the same check sees the break, then rolled back
 -- (splinter's habit: the failure, the fix, the pass). What a broken state measured is carried past
 -- the rollback in a psql variable (\gset), since pgTAP's own results would roll back with it.

@@ -17,7 +17,7 @@ from pathlib import Path
 import psycopg
 
 from zm_roi import localdb
-from zm_roi.bench.sql import bench_query
+from zm_roi_bench.sql import Checkout, bench_query
 
 # Only the bulk load is tuned: fewer checkpoints while a million rows go in. Nothing here changes
 # how a query is planned or how fast it runs once loaded; the report lists these next to the rest.
@@ -59,7 +59,7 @@ def throwaway_cluster(root: Path, say=print) -> Iterator[localdb.Cluster]:
             conf.writelines(f"{key} = {value}\n" for key, value in BENCH_SERVER_SETTINGS.items())
         cluster.start()
         say("applying the compatibility layer and migrations (supabase db push)")
-        localdb.prepare_database(cluster, root)
+        localdb.prepare_database(cluster, root, compat=Checkout(root).compat_layer)
         localdb.set_extractor(cluster.url(), "deterministic")
         with psycopg.connect(cluster.url(), autocommit=True) as conn:
             # Upkeep is measured by calling roi.upkeep() directly; the minute job would disturb it.

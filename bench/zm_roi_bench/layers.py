@@ -40,11 +40,11 @@ from pathlib import Path
 import psycopg
 
 from zm_roi import backfill, embeddings
-from zm_roi.bench.cluster import machine, throwaway_cluster
-from zm_roi.bench.sql import bench_query
-from zm_roi.bench.timing import Series, timed
 from zm_roi.identity import act_as, claims_for
 from zm_roi.importer import MemoryLine, Target, insert_memories
+from zm_roi_bench.cluster import machine, throwaway_cluster
+from zm_roi_bench.sql import bench_query
+from zm_roi_bench.timing import Series, timed
 
 EMAIL = "layers@zm-roi.example"
 LAYER_SIZES = (1_000, 10_000, 100_000)

@@ -1,4 +1,4 @@
-"""Build the synthetic corpus on the bench cluster (the generator itself is sql/bench/corpus.sql).
+"""Build the synthetic corpus on the bench cluster (the generator itself is corpus.sql, beside this file).
 
 A bulk load, done the way one loads a big table: the secondary indexes of public.memories are
 dropped and recreated from their own definitions afterwards (so the schema ends exactly as the
@@ -15,7 +15,7 @@ import time
 import psycopg
 from psycopg.rows import dict_row
 
-from zm_roi.bench.sql import bench_query, sql_dir
+from zm_roi_bench.sql import CORPUS, bench_query
 
 CHUNK = 10_000  # bench.chunk_size(): fixed, so a corpus of any size is a prefix of a larger one
 LOAD_CONNECTIONS = 2
@@ -33,7 +33,7 @@ def build(url: str, size: int, seed: int, say=print, owners: int | None = None) 
     timings: dict[str, float] = {}
     started = time.monotonic()
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute((sql_dir() / "corpus.sql").read_text())
+        conn.execute(CORPUS.read_text())
         if owners is None:
             conn.execute(bench_query("build_population"), {"seed": seed})
         else:

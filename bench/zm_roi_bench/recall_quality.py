@@ -1,4 +1,4 @@
-"""python -m zm_roi.bench.recall_quality — how often recall puts the source memory in its top 10.
+"""python -m zm_roi_bench.recall_quality — how often recall puts the source memory in its top 10.
 
 Measured on real engineering memories nobody on this team wrote (`../shared/eval`, read at run time,
 never copied into the repo) with two question sets, each pinned to the source's project as the
@@ -22,11 +22,11 @@ from pathlib import Path
 import psycopg
 
 from zm_roi import embeddings
-from zm_roi.bench.cluster import throwaway_cluster
-from zm_roi.bench.sql import bench_query
 from zm_roi.identity import act_as, claims_for
 from zm_roi.importer import MemoryLine, Target, insert_memories
 from zm_roi.localdb import project_root
+from zm_roi_bench.cluster import throwaway_cluster
+from zm_roi_bench.sql import bench_query
 
 EMAIL = "eval@zm-roi.example"
 RRF_K = 50  # the two-leg configuration before the third leg
@@ -138,7 +138,7 @@ def _key(row: dict) -> tuple:
 
 def main(argv: list[str] | None = None) -> int:
     root = project_root()
-    parser = argparse.ArgumentParser(prog="python -m zm_roi.bench.recall_quality", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m zm_roi_bench.recall_quality", description=__doc__)
     parser.add_argument("--corpus", default=str(root.parent / "shared" / "eval" / "public-adr-corpus.jsonl"))
     parser.add_argument("--dump", help="write both legs of every question (ids and scores) as JSON here")
     parser.add_argument("--questions", default=str(root / "bench" / "eval" / "adr-paraphrases.jsonl"))

@@ -1,23 +1,23 @@
-"""The bench's SQL: named queries in python/zm_roi/bench/queries.sql, and the corpus script kept in
-`sql/bench/` at the root of the checkout."""
+"""The bench's SQL, beside this file: named queries in queries.sql and the corpus generator corpus.sql."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from zm_roi.localdb import project_root
+from zm_roi import localdb
 from zm_roi.queries import named_queries, query
 
 QUERIES = Path(__file__).parent / "queries.sql"
+CORPUS = Path(__file__).parent / "corpus.sql"
 
-
-def sql_dir() -> Path:
-    return project_root() / "sql" / "bench"
+# Where older commits kept the files `make bench BASE=…` reads from their checkout, newest first.
+_BENCH_QUERIES = ("bench/zm_roi_bench/queries.sql", "python/zm_roi/bench/queries.sql")
+_COMPAT_LAYERS = (localdb.COMPAT_LAYER, "sql/supabase_compat.sql")
 
 
 def bench_query(name: str) -> str:
-    """The text of the named bench query (`-- name: NAME` in python/zm_roi/bench/queries.sql)."""
+    """The text of the named bench query (`-- name: NAME` in queries.sql)."""
     return query(name, QUERIES)
 
 
@@ -35,10 +35,15 @@ class Checkout:
         return self.root / "python" / "zm_roi" / "queries.sql"
 
     def bench_query(self, name: str) -> str:
-        own_file = self.root / "python" / "zm_roi" / "bench" / "queries.sql"
-        if own_file.is_file():
-            return query(name, own_file)
+        for own_file in (self.root / path for path in _BENCH_QUERIES):
+            if own_file.is_file():
+                return query(name, own_file)
         return query(f"bench_{name}", self._product)  # before the bench's queries had their own file
+
+    @property
+    def compat_layer(self) -> Path:
+        """The SQL that makes plain PostgreSQL look like Supabase, wherever this checkout keeps it."""
+        return next((self.root / p for p in _COMPAT_LAYERS if (self.root / p).is_file()), self.root / _COMPAT_LAYERS[0])
 
     def query(self, name: str) -> str:
         return query(name, self._product)
@@ -55,4 +60,4 @@ class Checkout:
 
 
 def this_checkout() -> Checkout:
-    return Checkout(project_root())
+    return Checkout(localdb.project_root())

@@ -19,10 +19,10 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 
 from zm_roi import localdb
-from zm_roi.bench.sql import bench_query
 from zm_roi.identity import act_as, claims_for
 from zm_roi.queries import query
 from zm_roi.settings import DEFAULT_WORKER_CONCURRENCY
+from zm_roi_bench.sql import bench_query
 
 POOL = 20
 VERDICT = json.dumps({"with_memory": True, "without_memory": False, "confidence": 0.9, "reason": "bench"})

@@ -23,13 +23,13 @@ from pathlib import Path
 
 import psycopg
 
-from zm_roi import bench
-from zm_roi.bench import corpus, measure, queue, report
-from zm_roi.bench.cluster import server, throwaway_cluster
-from zm_roi.bench.measure import HYBRID_MODES, RECALL_MODES, Plan
-from zm_roi.bench.sql import Checkout
-from zm_roi.bench.timing import Series
+import zm_roi_bench as bench
 from zm_roi.errors import UserError
+from zm_roi_bench import corpus, measure, queue, report
+from zm_roi_bench.cluster import server, throwaway_cluster
+from zm_roi_bench.measure import HYBRID_MODES, RECALL_MODES, Plan
+from zm_roi_bench.sql import Checkout
+from zm_roi_bench.timing import Series
 
 SIDES = ("base", "head")
 # The recall and queue-cost calls are split over this many rounds, and benchmark_memory() runs once per owner in

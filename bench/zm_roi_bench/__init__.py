@@ -1,6 +1,6 @@
 """`make bench`: measured speed at scale, on a throwaway cluster with a synthetic corpus.
 
-One run builds a cluster per size, generates the corpus in SQL (sql/bench/corpus.sql), times
+One run builds a cluster per size, generates the corpus in SQL (corpus.sql, beside this file), times
 recall, benchmark_memory(), upkeep and (once it exists) the
 worker, then writes bench/results/<date>-<size>.md and .json. See bench/README.md.
 """
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import psycopg
 
-from zm_roi.bench import corpus, latency, measure, report, upkeep_writes
-from zm_roi.bench.cluster import machine, server, throwaway_cluster
-from zm_roi.bench.measure import Plan
+from zm_roi_bench import corpus, latency, measure, report, upkeep_writes
+from zm_roi_bench.cluster import machine, server, throwaway_cluster
+from zm_roi_bench.measure import Plan
 
 SIZES = {"10k": 10_000, "100k": 100_000, "1m": 1_000_000}
 CURVE = (10_000, 100_000, 1_000_000)

@@ -1,4 +1,4 @@
-"""python -m zm_roi.bench --size 100k|10k|1m|curve|layers [--owners N] [--seed N] [--base COMMIT] [--out DIR]: what
+"""python -m zm_roi_bench --size 100k|10k|1m|curve|layers [--owners N] [--seed N] [--base COMMIT] [--out DIR]: what
 `make bench` runs."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ import sys
 import time
 from pathlib import Path
 
-from zm_roi.bench import CURVE, DEFAULT_SEED, SIZES, compare, layers, run
 from zm_roi.errors import UserError
 from zm_roi.localdb import project_root
+from zm_roi_bench import CURVE, DEFAULT_SEED, SIZES, compare, layers, run
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m zm_roi.bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m zm_roi_bench", description=__doc__)
     parser.add_argument(
         "--size",
         default="100k",

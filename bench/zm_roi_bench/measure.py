@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import psycopg
 from psycopg.rows import dict_row
 
-from zm_roi.bench.sql import bench_query
-from zm_roi.bench.timing import Series, percentile, timed
 from zm_roi.identity import act_as, claims_for
+from zm_roi_bench.sql import bench_query
+from zm_roi_bench.timing import Series, percentile, timed
 
 RECALL_MODES = ("pinned_project", "pinned_team", "pinned_personal", "unpinned")
 # The same pinned samples through the hybrid recall (lexical + exact distances over the pinned layer).
@@ -271,7 +271,7 @@ def explain_recall(url: str, sample: dict) -> dict:
 
 def worker(url: str, plan: Plan, say=print) -> dict:
     """The worker's queue cost per row, 1/2/4 workers draining 10,000 judgments, its peak memory."""
-    from zm_roi.bench import queue
+    from zm_roi_bench import queue
 
     return queue.measure(url, plan.queue_rows, plan.drain_rows, say)
 

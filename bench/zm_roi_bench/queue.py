@@ -20,8 +20,8 @@ from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 
 from zm_roi import localdb
-from zm_roi.bench.sql import Checkout, this_checkout
-from zm_roi.bench.timing import Series
+from zm_roi_bench.sql import Checkout, this_checkout
+from zm_roi_bench.timing import Series
 
 VERDICT = json.dumps({"with_memory": True, "without_memory": False, "confidence": 0.9, "reason": "bench"})
 PER_RUN = 20

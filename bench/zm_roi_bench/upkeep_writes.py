@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import psycopg
 
-from zm_roi.bench.sql import bench_query
-from zm_roi.bench.timing import Series, timed
 from zm_roi.identity import act_as, claims_for
+from zm_roi_bench.sql import bench_query
+from zm_roi_bench.timing import Series, timed
 
 SPREAD = 100
 

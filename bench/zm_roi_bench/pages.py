@@ -1,7 +1,7 @@
 """Pages per recall on the user's write path (issue 35, step 2): shared buffers a member's hybrid recall
 touches, and the bytes per memory, on a layer written the way `zm-roi import` writes it.
 
-Run: `.venv/bin/python -m zm_roi.bench.pages [--sizes 1000,10000] [--storage external|main|...]`.
+Run: `PYTHONPATH=bench .venv/bin/python -m zm_roi_bench.pages [--sizes 1000,10000] [--storage external|main|...]`.
 
 Each layer is one project of real text (the demo corpus and, when present, the public ADR corpus at
 `../shared/eval`, read at run time, never copied; a layer larger than the corpus holds varied copies, as
@@ -34,14 +34,14 @@ from pathlib import Path
 import psycopg
 
 from zm_roi import backfill, embeddings
-from zm_roi.bench.cluster import machine, server, throwaway_cluster
-from zm_roi.bench.layers import EMAIL, layer_rows, real_memories
-from zm_roi.bench.sql import bench_query
 from zm_roi.identity import act_as, claims_for
 from zm_roi.importer import MemoryLine, Target, insert_memories
 from zm_roi.queries import query
+from zm_roi_bench.cluster import machine, server, throwaway_cluster
+from zm_roi_bench.layers import EMAIL, layer_rows, real_memories
+from zm_roi_bench.sql import bench_query
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]  # the checkout (this file is bench/zm_roi_bench/pages.py)
 # Beside the main checkout (../shared/eval); a worktree names it with --adr-corpus.
 ADR_CORPUS = ROOT.parent / "shared" / "eval" / "public-adr-corpus.jsonl"
 QUESTIONS = 10

@@ -1,5 +1,5 @@
--- The bench's queries, by name (python/zm_roi/bench/sql.py reads them with bench_query). What they
--- measure and why: bench/README.md. The corpus generator itself is sql/bench/corpus.sql.
+-- The bench's queries, by name (sql.py beside this file reads them with bench_query). What they
+-- measure and why: bench/README.md. The corpus generator itself is corpus.sql, also beside this file.
 
 -- name: deactivate_cron
 update cron.job set active = false;
@@ -311,7 +311,7 @@ select memory_id, kind, scope, title, body, score
 from public.recall(%(question)s, %(project_id)s, %(team_id)s, 10, %(personal_only)s, %(embedding)s::extensions.vector);
 
 
--- Recall quality (python/zm_roi/bench/recall_quality.py), run as the evaluation user.
+-- Recall quality (recall_quality.py), run as the evaluation user.
 
 -- name: quality_memory_ids
 select m.id, p.name as project, m.title, m.body
@@ -362,7 +362,7 @@ select m.id, p.name as project, roi.template_question(m.kind, m.title, m.body) a
 from public.memories m join public.projects p on p.id = m.project_id
 where m.author_id = %(user_id)s order by m.id;
 
--- Pinned recall against the layer's size, on real text (python/zm_roi/bench/layers.py).
+-- Pinned recall against the layer's size, on real text (layers.py).
 
 -- name: layers_project_id
 select id from public.projects where name = %(name)s;

@@ -96,7 +96,7 @@ def test_a_judgment_needs_real_booleans_and_a_confidence_in_range():
         prompts.parse_judgment("with_memory: true")
 
 
-# ---- failing closed (issue 20 item 6, issue 21 newcomer item 12) ---------------------------------
+# ---- failing closed: a reply that could hide a second answer is refused ---------------------------
 
 VERDICT = '{"with_memory": true, "without_memory": false, "confidence": 0.9, "reason": "Result 1 says so."}'
 
@@ -160,7 +160,7 @@ def test_json_output_is_asked_for_where_the_provider_takes_it():
     assert "response_format" not in sent[1], "litellm says replicate does not: the prompt alone asks for JSON"
 
 
-# ---- the question gate (issue 20 item 1) ---------------------------------------------------------
+# ---- the question gate: a question may not quote its source ---------------------------------------
 
 TITLE = "Pin the payments SDK at 4.2"
 BODY = "We pin the payments SDK at 4.2 because 4.3 broke idempotent retries on refunds in the billing service."
@@ -211,7 +211,7 @@ def test_a_fingerprint_names_the_model_and_the_prompt_it_read():
     assert prompts.fingerprint("openai/gpt-4o-mini", "generate_question.j2") != fingerprint
 
 
-# ---- the fingerprint follows the prompt (issue 33 item 4) ---------------------------------------
+# ---- the fingerprint follows the prompt ---------------------------------------------------------
 
 
 def test_the_fingerprint_digest_is_the_template_files_own_hash():
@@ -235,7 +235,7 @@ def test_a_one_byte_edit_of_the_template_changes_the_fingerprint(tmp_path):
     assert prompts.fingerprint("m", "judge.j2", tmp_path) == before, "read afresh, not remembered"
 
 
-# ---- fail closed on every coercion (issue 33 item 5) --------------------------------------------
+# ---- fail closed on every coercion --------------------------------------------------------------
 
 GOOD_JUDGMENT = {"with_memory": True, "without_memory": False, "confidence": 0.8, "reason": "It says so."}
 # What a lenient parser would turn into a boolean: JSON strings, numbers, null, containers.
