@@ -1,5 +1,5 @@
 -- The current definitions, read top to bottom (supabase/schemas/*.sql in name order, after
--- sql/supabase_compat.sql). supabase/migrations/ is the history that deploys them: a change goes
+-- supabase/compat/supabase_compat.sql). supabase/migrations/ is the history that deploys them: a change goes
 -- here AND into a new migration (docs/contributing.md, "Changing the schema"); tests/db/test_schema_files.py
 -- builds a database from each and prints any difference.
 --
@@ -16,7 +16,7 @@
 alter default privileges in schema public revoke execute on functions from public, anon, authenticated;
 
 -- pgvector for the semantic leg of recall, in schema `extensions` as Supabase installs it (the schema
--- comes from the platform, or locally from sql/supabase_compat.sql).
+-- comes from the platform, or locally from supabase/compat/supabase_compat.sql).
 create schema if not exists extensions;
 create extension if not exists vector with schema extensions;
 

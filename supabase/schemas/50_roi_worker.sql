@@ -1,5 +1,5 @@
 -- The current definitions, read top to bottom (supabase/schemas/*.sql in name order, after
--- sql/supabase_compat.sql). supabase/migrations/ is the history that deploys them: a change goes
+-- supabase/compat/supabase_compat.sql). supabase/migrations/ is the history that deploys them: a change goes
 -- here AND into a new migration (docs/contributing.md, "Changing the schema"); tests/db/test_schema_files.py
 -- builds a database from each and prints any difference.
 --
