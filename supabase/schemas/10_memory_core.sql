@@ -100,7 +100,7 @@ create table public.usage_events (
   id bigint generated always as identity primary key,
   owner_id uuid not null references auth.users (id) on delete cascade,
   -- judge_check: `zm-roi judge-check`'s calls, attributed to the operator's account;
-  -- judge_withheld, judge_reversed: the checks of the judge on each LLM run (50_roi_worker.sql).
+  -- judge_withheld, judge_reversed: the checks of the judge on each LLM run (50_roi_queue.sql).
   purpose text not null check (purpose in ('probe_generation', 'judgment', 'closed_book_answer',
                                            'closed_book_grade', 'embedding', 'judge_check',
                                            'judge_withheld', 'judge_reversed')),

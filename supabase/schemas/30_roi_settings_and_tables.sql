@@ -20,7 +20,7 @@
 -- carry no text; their owner reads them, which is what lets the security_invoker views aggregate.
 -- The retrieval figures need the source's rank among the surfaced results and the probe's kind and
 -- scope, so roi.start_run copies those text-free facts into roi.recall_outcomes, which the
--- owner reads as they read verdicts. The work queue (roi.work, 50_roi_worker.sql) carries ids only;
+-- owner reads as they read verdicts. The work queue (roi.work, 50_roi_queue.sql) carries ids only;
 -- closed-book and judge-check results are booleans the owner reads. The bare model's answer is never
 -- stored.
 

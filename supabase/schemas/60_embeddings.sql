@@ -12,7 +12,7 @@
 -- other paths); probe questions only by the worker, the one role besides the gated owner that reads
 -- them: with the questions it writes (roi.record_question), and as embed_question work for templated
 -- questions and for questions an older model embedded (roi.record_question_embedding,
--- 50_roi_worker.sql). Each row records its model. Rows with no embedding are still found by the
+-- 51_roi_worker_verbs.sql). Each row records its model. Rows with no embedding are still found by the
 -- lexical leg. The role `roi_embedder` exists for the memory backfill: it reads only the memory text
 -- it embeds and writes only the embedding columns; of probes it sees ids, states and embedding models,
 -- enough to queue embed_question work (roi.queue_question_embeddings) and never a question. Like
