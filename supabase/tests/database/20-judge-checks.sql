@@ -1,4 +1,4 @@
--- The checks of the judge on every LLM run (issue 20, items 2 and 3): a run queues
+-- The checks of the judge on every LLM run: a run queues
 -- withheld_source_checks leniency checks (among probes whose source surfaced) and order_checks order
 -- checks (among probes with 2 or more results); they are claimed after the run's judgments and before
 -- questions to write, each with the recall snapshot as its check shows it; the run closes without

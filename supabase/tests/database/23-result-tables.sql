@@ -1,4 +1,4 @@
--- Results are append-only by construction (issue 33, item 2). The result tables are declared once, in
+-- Results are append-only by construction. The result tables are declared once, in
 -- roi.result_tables, not found by the trigger under test: every table listed carries both append-only
 -- triggers (enabled), no role but the table's owner holds UPDATE, DELETE or TRUNCATE on it (not even on
 -- one column), and every table that carries either trigger is listed. Each check first proves it can

@@ -1,4 +1,4 @@
--- Each probe is pinned to where its ground truth lives, in every layer (issue 33, item 3): the caller
+-- Each probe is pinned to where its ground truth lives, in every layer: the caller
 -- belongs to two projects and a team, and one look-alike memory sits in each of them and in the
 -- personal layer, so one question matches all four. The probe from the SECOND project and the probe
 -- from the team must each surface their own layer plus the personal layer, nothing else (13-pool-life

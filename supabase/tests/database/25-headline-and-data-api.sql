@@ -1,4 +1,4 @@
--- Each headline definition checked in its own tier (issue 33, item 6). The exclusive count is the
+-- Each headline definition checked in its own tier. The exclusive count is the
 -- verdicts with_memory AND NOT without_memory, in public.roi_benchmark_runs and in
 -- public.roi_benchmark_breakdown, over a run holding every combination (and a skipped verdict). The
 -- Data API allowlist: what authenticated may reach in the exposed schemas (public, graphql_public;
