@@ -1,4 +1,4 @@
-"""A Python port of roi.judge_corrected_rate (supabase/schemas/32_roi_runs.sql), the one home of the
+"""A Python port of roi.judge_corrected_rate (supabase/schemas/60_roi_statistics.sql), the one home of the
 judge-corrected exclusive rate, for what a database cannot do quickly: the seeded coverage simulation
 (tests/unit/test_judge_correction.py). tests/db/test_judge_correction.py proves the port equal to the
 SQL function on a grid of inputs, so a change to either that the other does not share fails there."""

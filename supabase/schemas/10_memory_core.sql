@@ -4,21 +4,15 @@
 -- builds a database from each and prints any difference.
 --
 -- The memory substrate: teams, projects, their members, the memories agents write (with their
--- embeddings), and the usage events every model call leaves behind. The recall that reads memories
--- as the caller, and the covering indexes it reads them from: 20_recall.sql. Who writes embeddings
--- (the roi_embedder role) and what keeps them current: 60_embeddings.sql.
+-- embeddings), and the usage events every model call leaves behind, each table with every policy and
+-- grant on it (the API's users and the embedder; the worker's metering of usage_events, which names
+-- its queue, is with the spending caps: 90_keys_and_totals.sql). The recall that reads memories as
+-- the caller: 20_recall.sql. What a write of a memory sets off: its postings (21_recall_postings.sql),
+-- its layers marked for upkeep (80_roi_upkeep.sql), a stale embedding forgotten (85_embeddings.sql).
 --
 -- Visibility rule (the public contract): a user sees their own personal memories, the memories of
 -- projects they are a member of and those of teams they are a member of. Row-level security carries
 -- the rule; recall() is SECURITY INVOKER, so it never sees more than the caller could select.
-
--- Nothing new in `public` is executable by the API roles unless a grant below says so.
-alter default privileges in schema public revoke execute on functions from public, anon, authenticated;
-
--- pgvector for the semantic leg of recall, in schema `extensions` as Supabase installs it (the schema
--- comes from the platform, or locally from supabase/compat/supabase_compat.sql).
-create schema if not exists extensions;
-create extension if not exists vector with schema extensions;
 
 -- ============================================================================================
 -- Tables
@@ -71,7 +65,7 @@ create table public.memories (
   ) stored,
   -- The memory's embedding (384 dimensions) and the model that produced it, written from outside the
   -- database by the Python package's one embedding door (import, `zm-roi embed`). Null until then:
-  -- recall's lexical leg still finds the memory. A change of title or body clears both (60_embeddings.sql).
+  -- recall's lexical leg still finds the memory. A change of title or body clears both (85_embeddings.sql).
   embedding extensions.vector(384),
   embedding_model text,
   -- The second offline model's embedding (all-MiniLM-L6-v2, 384 dimensions) and its model, for the
@@ -100,7 +94,7 @@ create table public.usage_events (
   id bigint generated always as identity primary key,
   owner_id uuid not null references auth.users (id) on delete cascade,
   -- judge_check: `zm-roi judge-check`'s calls, attributed to the operator's account;
-  -- judge_withheld, judge_reversed: the checks of the judge on each LLM run (50_roi_queue.sql).
+  -- judge_withheld, judge_reversed: the checks of the judge on each LLM run (70_roi_queue.sql).
   purpose text not null check (purpose in ('probe_generation', 'judgment', 'closed_book_answer',
                                            'closed_book_grade', 'embedding', 'judge_check',
                                            'judge_withheld', 'judge_reversed')),
@@ -132,6 +126,7 @@ create index memories_team_live_idx on public.memories (team_id, created_at desc
   where invalidated_at is null and scope = 'team';
 create index memories_personal_live_idx on public.memories (author_id, created_at desc)
   where invalidated_at is null and scope = 'personal';
+
 -- Each layer's invalidated memories by when: the tile's count of knowledge invalidated since the
 -- latest run reads a layer's range here (roi.knowledge_growth_since). Live rows are not in them.
 create index memories_project_invalidated_idx on public.memories (project_id, invalidated_at)
@@ -140,9 +135,10 @@ create index memories_team_invalidated_idx on public.memories (team_id, invalida
   where invalidated_at is not null and scope = 'team';
 create index memories_personal_invalidated_idx on public.memories (author_id, invalidated_at)
   where invalidated_at is not null and scope = 'personal';
+
 -- Each leg's live vectors by layer (the author's id for a personal memory, else its project's or
 -- team's) and by the model that wrote them: roi.start_run asks, once per run and leg, whether the
--- caller's layers hold a vector of a model other than the questions' (32_roi_runs.sql), and reads
+-- caller's layers hold a vector of a model other than the questions' (50_roi_runs.sql), and reads
 -- here only those rows (none while every vector is of one model), never another user's or the table.
 create index memories_embedding_model_idx on public.memories
   ((case scope when 'personal' then author_id when 'project' then project_id else team_id end), embedding_model)
@@ -150,6 +146,7 @@ create index memories_embedding_model_idx on public.memories
 create index memories_embedding_minilm_model_idx on public.memories
   ((case scope when 'personal' then author_id when 'project' then project_id else team_id end), embedding_minilm_model)
   where invalidated_at is null and embedding_minilm is not null;
+
 create index team_members_user_idx on public.team_members (user_id);
 create index project_members_user_idx on public.project_members (user_id);
 create index projects_team_idx on public.projects (team_id);
@@ -160,7 +157,6 @@ create index usage_events_run_idx on public.usage_events (run_id) where run_id i
 -- ============================================================================================
 -- Functions
 -- ============================================================================================
-
 -- The projects and teams the caller belongs to. Policies use them as `x in (select …)`, which
 -- Postgres evaluates once per statement rather than once per memory row.
 create function public.caller_project_ids() returns setof uuid
@@ -187,17 +183,14 @@ alter table public.usage_events enable row level security;
 
 create policy "Teams are visible to their members" on public.teams
   for select to authenticated using (id in (select public.caller_team_ids()));
-
 create policy "Members see their own team memberships" on public.team_members
   for select to authenticated using (user_id = (select auth.uid()));
-
 create policy "Projects are visible to their members" on public.projects
   for select to authenticated using (id in (select public.caller_project_ids()));
-
 create policy "Members see their own project memberships" on public.project_members
   for select to authenticated using (user_id = (select auth.uid()));
 
--- A hashed subplan of the caller's layers, unlike the postings' arrays (20_recall.sql): with arrays,
+-- A hashed subplan of the caller's layers, unlike the postings' arrays (21_recall_postings.sql): with arrays,
 -- generic plans put a caller's layer at about one row, and the pool's per-layer reads lost their
 -- ordered index scans (benchmark_memory() +6% interleaved; docs/decisions/0013).
 create policy "Memories are visible to their audience" on public.memories
@@ -239,8 +232,16 @@ create policy "Authors update their memories where they still belong" on public.
 create policy "Authors delete their memories" on public.memories
   for delete to authenticated using (author_id = (select auth.uid()));
 
+-- The embedder (85_embeddings.sql) reads and embeds live memories only.
+create policy "The embedder reads and embeds live memories" on public.memories
+  for select to roi_embedder using (invalidated_at is null);
+create policy "The embedder writes embeddings of live memories" on public.memories
+  for update to roi_embedder using (invalidated_at is null) with check (invalidated_at is null);
+
 create policy "Owners read their own usage events" on public.usage_events
   for select to authenticated using (owner_id = (select auth.uid()));
+create policy "The embedder meters its embedding calls" on public.usage_events
+  for insert to roi_embedder with check (purpose = 'embedding');
 
 -- ============================================================================================
 -- Grants
@@ -254,6 +255,13 @@ grant select on public.teams, public.team_members, public.projects, public.proje
   to authenticated;
 grant select, insert, update, delete on public.memories to authenticated;
 grant select on public.usage_events to authenticated;
+
+-- The embedder: the text it embeds and the columns it writes, nothing else; it meters its calls.
+-- The embedder: the text it embeds and the columns it writes, nothing else.
+grant select (id, author_id, title, body, embedding_model, embedding_minilm_model, invalidated_at)
+  on public.memories to roi_embedder;
+grant update (embedding, embedding_model, embedding_minilm, embedding_minilm_model) on public.memories to roi_embedder;
+grant insert on public.usage_events to roi_embedder;
 
 revoke execute on function public.caller_project_ids(), public.caller_team_ids() from public, anon;
 grant execute on function public.caller_project_ids(), public.caller_team_ids() to authenticated;

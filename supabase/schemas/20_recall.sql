@@ -3,12 +3,18 @@
 -- here AND into a new migration (docs/contributing.md, "Changing the schema"); tests/db/test_schema_files.py
 -- builds a database from each and prints any difference.
 --
+-- Recall, part 1 of 3: the one read path agents use (20_recall.sql, this file), the inverted index its
+-- lexical leg reads and what keeps it current (21_recall_postings.sql), and the HNSW indexes of a large
+-- layer's own (22_recall_layer_indexes.sql). Cut there so that each file stays one subject: this one
+-- holds the ranking (the weights' one home, the query parser, the two shared steps, both recalls) and
+-- the covering indexes its semantic leg reads.
+--
 -- Recall: the one read path agents use, the query parser it shares with nothing else, and the
--- inverted index and covering indexes it reads memories from (what keeps the inverted index current:
--- 36_recall_postings_triggers.sql). public.recall is hybrid (lexical + semantic, fused by
+-- inverted index and covering indexes it reads memories from (the inverted index and what keeps it
+-- current: 21_recall_postings.sql). public.recall is hybrid (lexical + semantic, fused by
 -- reciprocal rank); public.recall_lexical is its lexical leg alone, and a recall a deployment can
 -- configure to compare against (which recall the benchmark calls: roi.configured_recall,
--- 32_roi_runs.sql). Both read the lexical leg and the caller's layers through the same two steps,
+-- 50_roi_runs.sql). Both read the lexical leg and the caller's layers through the same two steps,
 -- roi.recall_lexical_leg and roi.recall_layers.
 --
 -- Why it reads the way it does (each choice measured by `make bench`, docs/decisions/):
@@ -25,7 +31,7 @@
 --   2. Hybrid. In LLM mode probe questions are paraphrases, and the lexical recall alone puts the
 --      source in its top 10 for about 3 questions in 4, so the exclusive rate would mostly measure
 --      the lexical matcher. The semantic leg ranks by exact cosine distance, except in a layer large
---      enough to have HNSW indexes of its own (42_recall_layer_indexes.sql). No HNSW index over the
+--      enough to have HNSW indexes of its own (22_recall_layer_indexes.sql). No HNSW index over the
 --      whole table: under RLS an index-ordered approximate scan applies the policy after the search,
 --      so it under-returns, and its work and row counts reveal how dense other tenants' data is
 --      (re-measured with pgvector 0.8's iterative scans: docs/decisions/0007, "Impact-ordered
@@ -56,40 +62,9 @@
 --      set: hit@1 323 against 321 of 328). Exact below ~10,000 rows per layer; at 100,000 real-text
 --      rows 7.5 of the exact top 10 on average (docs/decisions/0012).
 
--- Recall's two shared steps live in the roi schema, which the API does not expose (its grants:
--- 30_roi_settings_and_tables.sql).
-create schema if not exists roi;
-
--- ============================================================================================
--- Tables
--- ============================================================================================
--- Recall's inverted index: one row per live memory and lexeme of its search vector. `impact` is that
--- lexeme's own ts_rank on the memory's vector (recall's weights, normalisation 1): for an OR query of
--- q distinct lexemes ts_rank is the sum of the matched lexemes' impacts divided by q, so the summed
--- impacts rank memories as ts_rank does. The policy columns are the memory's (its scope and layer:
--- the author for personal memories, else the project or team), so row-level security reads a
--- posting exactly as it reads its memory, and `=` on them and on the lexeme (leakproof) lets an index
--- serve a caller under RLS, which the GIN index on `search` never could. Written only by the
--- triggers on public.memories, as the writer of the memory (36_recall_postings_triggers.sql).
-create table public.memory_postings (
-  memory_id uuid not null references public.memories (id) on delete cascade,
-  lexeme text not null,
-  impact real not null,
-  scope text not null check (scope in ('personal', 'project', 'team')),
-  layer_id uuid not null,
-  author_id uuid not null,
-  primary key (memory_id, lexeme)
-);
-
 -- ============================================================================================
 -- Indexes
 -- ============================================================================================
--- A layer's postings of one lexeme, highest impact first: recall reads the first few of each of the
--- question's lexemes (an index-only scan; the policy runs on scope and layer_id in the entry).
-create index memory_postings_impact_idx on public.memory_postings (layer_id, lexeme, impact desc)
-  include (scope, memory_id);
-
-
 -- The semantic leg's covering indexes: each layer's vectors together and inline (~4 a page). A
 -- 384-dimension vector always fits a b-tree entry (1.5 kB of 2.7 kB), so no row is left out; the
 -- price is the vectors stored a second time (~1.9 kB per embedded memory with the entry's overhead).
@@ -117,10 +92,9 @@ create index memories_team_embedding_minilm_idx on public.memories (team_id)
 -- ============================================================================================
 -- Functions
 -- ============================================================================================
-
 -- ts_rank's weights for D, C, B (the body) and A (the title): the title weighted like the body
 -- (docs/decisions/0006). Their one home: recall ranks by them and the postings' impacts are ts_rank
--- by them (36_recall_postings_triggers.sql), which is what makes summed impacts rank as recall does.
+-- by them (21_recall_postings.sql), which is what makes summed impacts rank as recall does.
 -- IMMUTABLE with no argument, so the planner folds each call into a constant: a query reads
 -- ts_rank('{…}'::real[], …), as if the array were written in place.
 create function roi.lexical_weights() returns real[]
@@ -305,7 +279,7 @@ $$;
 -- the layers the lexical leg reads (roi.recall_layers): the semantic legs rank the embedded memories
 -- by exact cosine distance from their covering indexes alone (index-only scans: id, created_at and the
 -- distance; `minilm` on the second column), or, in a layer with HNSW indexes of its own
--- (42_recall_layer_indexes.sql), by those (ef_search 200; the e5 leg alone at 100,000 real-text
+-- (22_recall_layer_indexes.sql), by those (ef_search 200; the e5 leg alone at 100,000 real-text
 -- rows: the source in the top 10 for 70 of 81 questions against 73 exact, 2.3 against 275 ms), each
 -- keeping its best 2 × match_count. Reciprocal rank fusion adds weight / (k + rank) per leg (k and
 -- the three weights chosen on paraphrased questions: docs/decisions/0010), and only the best
@@ -423,37 +397,9 @@ end
 $$;
 
 -- ============================================================================================
--- Policies
--- ============================================================================================
-alter table public.memory_postings enable row level security;
-
--- Matched against arrays gathered once per statement (InitPlans): a recall reads thousands of postings,
--- and each is then matched against a short array instead of probing a hashed subplan (the memories'
--- policy keeps its subplan: 10_memory_core.sql).
-create policy "Postings are visible to their memory's audience" on public.memory_postings
-  for select to authenticated using (
-    (scope = 'personal' and layer_id = (select auth.uid()))
-    or (scope = 'project' and layer_id = any (array(select public.caller_project_ids())))
-    or (scope = 'team' and layer_id = any (array(select public.caller_team_ids())))
-  );
-
-create policy "Authors post their memories where they belong" on public.memory_postings
-  for insert to authenticated with check (
-    author_id = (select auth.uid())
-    and (
-      (scope = 'personal' and layer_id = author_id)
-      or (scope = 'project' and layer_id in (select public.caller_project_ids()))
-      or (scope = 'team' and layer_id in (select public.caller_team_ids()))
-    )
-  );
-
-create policy "Authors withdraw their memories' postings" on public.memory_postings
-  for delete to authenticated using (author_id = (select auth.uid()));
-
--- ============================================================================================
 -- Grants
 -- ============================================================================================
--- Every writer of memories computes their postings' impacts with the weights (36_recall_postings_triggers.sql).
+-- Every writer of memories computes their postings' impacts with the weights (21_recall_postings.sql).
 revoke execute on function roi.lexical_weights() from public;
 grant execute on function roi.lexical_weights() to authenticated, service_role;
 revoke execute on function public.recall_query(text), roi.recall_layers(uuid, uuid, boolean),
@@ -462,5 +408,3 @@ revoke execute on function public.recall_query(text), roi.recall_layers(uuid, uu
 grant execute on function public.recall_query(text), roi.recall_layers(uuid, uuid, boolean),
   roi.recall_lexical_leg(text, uuid, uuid, boolean, integer), public.recall_lexical(text, uuid, uuid, integer, boolean),
   public.recall(text, uuid, uuid, integer, boolean, extensions.vector, extensions.vector) to authenticated;
-revoke all on public.memory_postings from anon, authenticated;
-grant select, insert, delete on public.memory_postings to authenticated;

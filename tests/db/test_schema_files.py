@@ -364,3 +364,12 @@ def test_the_two_semantic_legs_of_recall_read_alike():
     assert "m.embedding_minilm" in minilm and "query_embedding_minilm" in minilm
     renamed = minilm.replace("embedding_minilm", "embedding").replace("minilm as (", "semantic as (")
     assert renamed == semantic, "the MiniLM leg reads other layers or rows than the e5 leg"
+
+
+def test_every_schema_file_reads_on_its_own_and_stays_short():
+    """One file per topic, each opening with what it holds, none longer than 600 lines: a topic that
+    grows past that is cut in two (recall is three files), not left to grow."""
+    for path in sorted(SCHEMAS.glob("*.sql")):
+        lines = path.read_text().splitlines()
+        assert len(lines) <= 600, f"{path.name}: {len(lines)} lines; cut the topic in two"
+        assert lines[0].startswith("--") and lines[5].startswith("-- "), f"{path.name} has no header"

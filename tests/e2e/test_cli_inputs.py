@@ -240,7 +240,7 @@ def test_the_extractor_default_has_one_home_the_database():
     are the column default and localdb.EMBEDDED_FIRST_MODE, each stated in docs/configuration.md."""
     assert settings.load({}).extractor is None
     assert settings.load({"ZM_EXTRACTOR": " LLM "}).extractor == "llm"
-    schema = (ROOT / "supabase" / "schemas" / "30_roi_settings_and_tables.sql").read_text()
+    schema = (ROOT / "supabase" / "schemas" / "30_roi_probes_runs_and_work.sql").read_text()
     column_default = re.search(r"extractor text not null default '(\w+)'", schema).group(1)
     configuration = (ROOT / "docs" / "configuration.md").read_text()
     row = next(line for line in configuration.splitlines() if line.startswith("| `ZM_EXTRACTOR`"))

@@ -149,7 +149,7 @@ def test_every_guide_paragraph_closes_the_parentheses_it_opens():
 def test_the_docs_state_the_settings_defaults_the_schema_writes():
     """The knobs docs/configuration.md names, and the judge checks' defaults docs/reading-a-run.md
     states, against roi.settings' column defaults."""
-    schema = (ROOT / "supabase" / "schemas" / "30_roi_settings_and_tables.sql").read_text()
+    schema = (ROOT / "supabase" / "schemas" / "30_roi_probes_runs_and_work.sql").read_text()
     configuration, judge_checks = page("configuration.md"), page("reading-a-run.md")
     pool = re.search(r"pool_target integer not null default (\d+)", schema).group(1)
     checks = re.search(r"closed_book_checks integer not null default (\d+)", schema).group(1)

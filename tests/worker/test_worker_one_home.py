@@ -104,13 +104,13 @@ def test_no_other_copy_of_the_question_length_is_written_in_the_product():
         if copies.search(line)
     ]
     assert found == [
-        "supabase/schemas/30_roi_settings_and_tables.sql:"
+        "supabase/schemas/30_roi_probes_runs_and_work.sql:"
         f"{_constraint_line()}: constraint probes_question_length check (length(question) between {MIN} and {MAX}),"
     ]
 
 
 def _constraint_line() -> int:
-    lines = (ROOT / "supabase" / "schemas" / "30_roi_settings_and_tables.sql").read_text().splitlines()
+    lines = (ROOT / "supabase" / "schemas" / "30_roi_probes_runs_and_work.sql").read_text().splitlines()
     return next(n for n, line in enumerate(lines, 1) if "constraint probes_question_length" in line)
 
 

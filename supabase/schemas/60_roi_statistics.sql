@@ -5,14 +5,14 @@
 --
 -- The statistics the runs view and the tile report, each in one place: the Wilson bound of a rate, the
 -- exact sign test of a paired comparison, and the exclusive rate corrected for the judge's measured
--- error. Pure functions of counts, no table read: pgTAP (05, 10) and tests/db/test_judge_correction.py hold
--- them to values computed by hand, and the corrected rate's interval to its coverage in seeded
--- simulation. Granted with the views that read them (34_roi_triggers_policies_grants.sql).
+-- error. Pure functions of counts, no table read: pgTAP (50-benchmark-runs, 60-run-diagnostics) and
+-- tests/db/test_judge_correction.py hold them to values computed by hand, and the corrected rate's
+-- interval to its coverage in seeded simulation. Cut from 61_roi_views.sql, which reads them,
+-- because they are pure arithmetic.
 
 -- ============================================================================================
 -- Functions
 -- ============================================================================================
-
 -- Wilson score interval (95%) for k successes in n trials: honest error bars for 20 probes.
 create function roi.wilson_bound(k bigint, n bigint, upper_bound boolean) returns numeric
   language sql immutable security invoker set search_path = ''
@@ -116,3 +116,11 @@ begin
   estimate := round(estimate, 4);
 end
 $$;
+
+-- ============================================================================================
+-- Grants
+-- ============================================================================================
+revoke execute on function roi.wilson_bound(bigint, bigint, boolean), roi.sign_test_p(bigint, bigint),
+  roi.judge_corrected_rate(integer, integer, integer, integer, integer, integer) from public;
+grant execute on function roi.wilson_bound(bigint, bigint, boolean), roi.sign_test_p(bigint, bigint),
+  roi.judge_corrected_rate(integer, integer, integer, integer, integer, integer) to authenticated;

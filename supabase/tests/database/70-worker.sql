@@ -146,7 +146,7 @@ select results_eq(
   $$values (1, 100, 10), (1, 300, 30)$$,
   'totals count the deployment''s calls only, not the 200 tokens on the owner''s own key');
 
--- The kinds of work are the rows of roi.work_kinds, the one list of them (50_roi_queue.sql's header).
+-- The kinds of work are the rows of roi.work_kinds, the one list of them (70_roi_queue.sql's header).
 select results_eq(
   $$select kind, urgency::int, needs_run, shows_snapshot, gives_up from roi.work_kinds order by urgency, kind$$,
   $$values ('judge', 0, true, true, 'skip_verdict'), ('closed_book', 1, true, false, 'drop'),

@@ -3,17 +3,90 @@
 -- here AND into a new migration (docs/contributing.md, "Changing the schema"); tests/db/test_schema_files.py
 -- builds a database from each and prints any difference.
 --
--- The ROI benchmark, part 3 of 5: runs. The one writer of verdicts, closing a run (every verdict in,
--- overdue, or left without a judge), which recall function the benchmark calls and with what
--- arguments, roi.start_run (the recall of every active probe as the caller, snapshotted, then its
--- verdicts or its judgments and checks of the judge queued), the text-free recall outcomes it copies
--- from each snapshot, the advisory lock keys that serialise an owner and a run, who judged a run, and
--- the one entry point agents call, public.benchmark_memory(). The statistics the views report:
--- 32_roi_statistics.sql.
+-- The ROI benchmark's runs, starting with the one entry point agents call, public.benchmark_memory().
+-- Then the one writer of verdicts, closing a run (every verdict in, overdue, or left without a judge),
+-- which recall function the benchmark calls and with what arguments, roi.start_run (the recall of every
+-- active probe as the caller, snapshotted, then its verdicts or its judgments and checks of the judge
+-- queued), the text-free recall outcomes it copies from each snapshot, the advisory lock keys that
+-- serialise an owner and a run, and who judged a run. Cut here because this is "how a run starts and
+-- how its verdicts are recorded"; the pool it draws on is 40_roi_pool.sql, what clients read of runs
+-- 61_roi_views.sql, the worker's side of LLM runs 70_roi_queue.sql and 71_roi_worker_verbs.sql.
 
 -- ============================================================================================
 -- Functions
 -- ============================================================================================
+-- The benchmark, called by the MCP tool through the Data API as the signed-in user. SECURITY
+-- INVOKER: every recall runs as the caller with RLS applied. One run per owner at a time: a
+-- transaction-scoped advisory lock serialises concurrent calls, and an open run is the durable
+-- guard that makes a later call answer `in_progress` (unless it is overdue, or an LLM run left
+-- without a judge in deterministic mode: either is closed and a new run starts). After a completed
+-- run the pool rotates and tops up before the call returns, in both modes (roi.rotate_completed_runs):
+-- the run it just judged (deterministic), an LLM run the worker closed since the last call. JIT off: its
+-- statements are short, and their estimates grow with the tables, not with their work.
+create function public.benchmark_memory() returns jsonb
+  language plpgsql volatile security invoker set search_path = '' set jit = off
+as $$
+declare
+  caller uuid := auth.uid();
+  lock_key bigint;
+  newest_before uuid;
+  running roi.runs;
+  config roi.settings;
+  counts record;
+  result jsonb;
+begin
+  if caller is null or coalesce(auth.role(), '') <> 'authenticated' then
+    raise exception 'benchmark_memory() needs a signed-in user: call it with the user''s access token'
+      using errcode = '28000';
+  end if;
+  lock_key := roi.owner_lock_key(caller);
+  perform roi.open_gate();
+
+  -- A concurrent call for the same owner: wait for it (briefly), then report the run it started.
+  if not pg_try_advisory_xact_lock(lock_key) then
+    select r.id into newest_before from roi.runs r
+    where r.owner_id = caller order by r.started_at desc limit 1;
+    if not roi.wait_for_owner_lock(lock_key) then
+      perform roi.close_gate();
+      return jsonb_build_object('status', 'in_progress', 'run_id', newest_before);
+    end if;
+    select r.* into running from roi.runs r
+    where r.owner_id = caller order by r.started_at desc limit 1;
+    if running.id is distinct from newest_before then
+      perform roi.close_gate();
+      return jsonb_build_object('status', 'in_progress', 'run_id', running.id);
+    end if;
+  end if;
+
+  running := roi.open_run();
+  if running.id is not null and not roi.close_overdue_run(running.id)
+     and not roi.close_run_left_without_judge(running.id) then
+    perform roi.close_gate();
+    return jsonb_build_object('status', 'in_progress', 'run_id', running.id);
+  end if;
+
+  select * into config from roi.settings;
+  perform roi.retire_unreachable_probes();
+  if config.extractor = 'llm' then
+    perform roi.hand_template_questions_to_writer();
+  end if;
+  perform roi.top_up_pool();
+  select * into counts from roi.pool_counts();
+
+  if counts.active = 0 and counts.pending = 0 then
+    result := jsonb_build_object('status', 'empty', 'message',
+      'No live decision, gotcha or convention memory is visible to you yet: store some knowledge first.');
+  elsif counts.pending > 0 and counts.active < config.pool_target then
+    result := jsonb_build_object('status', 'generating', 'ready', counts.active,
+                                 'target', counts.active + counts.pending);
+  else
+    result := roi.start_run(config.extractor);
+  end if;
+  perform roi.rotate_completed_runs((result ->> 'run_id')::uuid);
+  perform roi.close_gate();
+  return result;
+end
+$$;
 
 -- The one writer of roi.verdicts: the verdicts of run `target_run` for `target_probe` (null: every
 -- probe of the run that has none yet), judged by `judged_by`. With a `skip_reason` they are recorded
@@ -456,21 +529,6 @@ begin
 end
 $$;
 
--- Record how many query embeddings the recall being configured takes (its vector arguments after the
--- five of the contract), once, where recall_function is written (`zm-roi configure`, or an operator's
--- update): every run reads the answer.
-create function roi.note_recall_embeddings() returns trigger
-  language plpgsql security invoker set search_path = ''
-as $$
-begin
-  new.recall_embeddings := coalesce(
-    (select count(*) filter (where u.o > 5 and u.t = 'extensions.vector'::regtype)
-     from pg_catalog.pg_proc p, unnest(p.proargtypes::oid[]) with ordinality u (t, o)
-     where p.oid = to_regprocedure(new.recall_function) and p.pronargs <= 7), 0);
-  return new;
-end
-$$;
-
 -- Wait up to roi.settings.owner_lock_wait (default 30 seconds) for the owner's lock: a concurrent
 -- call finishes well within that, and a caller should hear `in_progress` rather than hang behind
 -- something stuck. A setting, so a deployment can tune it and tests need not wait half a minute.
@@ -512,75 +570,27 @@ as $$
                     from roi.run_judges j where j.run_id = target_run) end
 $$;
 
--- The benchmark, called by the MCP tool through the Data API as the signed-in user. SECURITY
--- INVOKER: every recall runs as the caller with RLS applied. One run per owner at a time: a
--- transaction-scoped advisory lock serialises concurrent calls, and an open run is the durable
--- guard that makes a later call answer `in_progress` (unless it is overdue, or an LLM run left
--- without a judge in deterministic mode: either is closed and a new run starts). After a completed
--- run the pool rotates and tops up before the call returns, in both modes (roi.rotate_completed_runs):
--- the run it just judged (deterministic), an LLM run the worker closed since the last call. JIT off: its
--- statements are short, and their estimates grow with the tables, not with their work.
-create function public.benchmark_memory() returns jsonb
-  language plpgsql volatile security invoker set search_path = '' set jit = off
-as $$
-declare
-  caller uuid := auth.uid();
-  lock_key bigint;
-  newest_before uuid;
-  running roi.runs;
-  config roi.settings;
-  counts record;
-  result jsonb;
-begin
-  if caller is null or coalesce(auth.role(), '') <> 'authenticated' then
-    raise exception 'benchmark_memory() needs a signed-in user: call it with the user''s access token'
-      using errcode = '28000';
-  end if;
-  lock_key := roi.owner_lock_key(caller);
-  perform roi.open_gate();
-
-  -- A concurrent call for the same owner: wait for it (briefly), then report the run it started.
-  if not pg_try_advisory_xact_lock(lock_key) then
-    select r.id into newest_before from roi.runs r
-    where r.owner_id = caller order by r.started_at desc limit 1;
-    if not roi.wait_for_owner_lock(lock_key) then
-      perform roi.close_gate();
-      return jsonb_build_object('status', 'in_progress', 'run_id', newest_before);
-    end if;
-    select r.* into running from roi.runs r
-    where r.owner_id = caller order by r.started_at desc limit 1;
-    if running.id is distinct from newest_before then
-      perform roi.close_gate();
-      return jsonb_build_object('status', 'in_progress', 'run_id', running.id);
-    end if;
-  end if;
-
-  running := roi.open_run();
-  if running.id is not null and not roi.close_overdue_run(running.id)
-     and not roi.close_run_left_without_judge(running.id) then
-    perform roi.close_gate();
-    return jsonb_build_object('status', 'in_progress', 'run_id', running.id);
-  end if;
-
-  select * into config from roi.settings;
-  perform roi.retire_unreachable_probes();
-  if config.extractor = 'llm' then
-    perform roi.hand_template_questions_to_writer();
-  end if;
-  perform roi.top_up_pool();
-  select * into counts from roi.pool_counts();
-
-  if counts.active = 0 and counts.pending = 0 then
-    result := jsonb_build_object('status', 'empty', 'message',
-      'No live decision, gotcha or convention memory is visible to you yet: store some knowledge first.');
-  elsif counts.pending > 0 and counts.active < config.pool_target then
-    result := jsonb_build_object('status', 'generating', 'ready', counts.active,
-                                 'target', counts.active + counts.pending);
-  else
-    result := roi.start_run(config.extractor);
-  end if;
-  perform roi.rotate_completed_runs((result ->> 'run_id')::uuid);
-  perform roi.close_gate();
-  return result;
-end
-$$;
+-- ============================================================================================
+-- Grants
+-- ============================================================================================
+-- roi.configure_recall and roi.resolve_recall_function are granted to no one: `zm-roi configure` runs
+-- them as the database owner.
+revoke execute on function public.benchmark_memory() from public, anon;
+grant execute on function public.benchmark_memory() to authenticated;
+revoke execute on function roi.write_verdicts(uuid, uuid, text, boolean, boolean, real, text), roi.record_run_closure(uuid, text, text, text),
+  roi.close_run_if_done(uuid), roi.close_overdue_run(uuid), roi.close_run_left_without_judge(uuid),
+  roi.configured_recall(text, uuid, uuid, integer, boolean, extensions.vector, extensions.vector),
+  roi.start_run(text), roi.note_recall_outcomes(uuid), roi.queue_judge_checks(uuid), roi.owner_lock_key(uuid),
+  roi.run_lock_key(uuid), roi.wait_for_owner_lock(bigint), roi.open_run(), roi.run_judge_fingerprint(uuid, text),
+  roi.resolve_recall_function(text), roi.configure_recall(text)
+  from public;
+grant execute on function roi.write_verdicts(uuid, uuid, text, boolean, boolean, real, text), roi.record_run_closure(uuid, text, text, text),
+  roi.close_run_if_done(uuid), roi.close_overdue_run(uuid), roi.close_run_left_without_judge(uuid),
+  roi.configured_recall(text, uuid, uuid, integer, boolean, extensions.vector, extensions.vector),
+  roi.start_run(text), roi.note_recall_outcomes(uuid), roi.queue_judge_checks(uuid), roi.owner_lock_key(uuid),
+  roi.run_lock_key(uuid), roi.wait_for_owner_lock(bigint), roi.open_run(), roi.run_judge_fingerprint(uuid, text)
+  to authenticated;
+-- The worker records verdicts and closes the runs they complete.
+grant execute on function roi.write_verdicts(uuid, uuid, text, boolean, boolean, real, text),
+  roi.record_run_closure(uuid, text, text, text), roi.close_run_if_done(uuid), roi.run_lock_key(uuid)
+  to roi_worker;

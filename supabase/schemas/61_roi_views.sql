@@ -3,14 +3,15 @@
 -- here AND into a new migration (docs/contributing.md, "Changing the schema"); tests/db/test_schema_files.py
 -- builds a database from each and prints any difference.
 --
--- The ROI benchmark, part 4 of 5: the three views clients read (the caller's runs, the breakdown
--- by kind and scope, the tile). Aggregates only, security_invoker, so each reads exactly what the
--- caller's policies on the tables of 30_roi_settings_and_tables.sql allow.
+-- The ROI benchmark's views: the three views clients read (the caller's runs, the breakdown by kind
+-- and scope, the tile) and the paired comparison the CI gate decides on. Aggregates only,
+-- security_invoker, so each reads exactly what the caller's policies on the tables of
+-- 30_roi_probes_runs_and_work.sql and 31_roi_results.sql allow. The statistics they report:
+-- 60_roi_statistics.sql.
 
 -- ============================================================================================
 -- Views (security_invoker: they see exactly what the caller's policies allow)
 -- ============================================================================================
-
 -- The caller's runs, newest columns last (a view only grows: clients bind to the earlier ones).
 -- Aggregates only. Per run: the headline (exclusive rate with its Wilson interval); the retrieval
 -- figures that tell a search miss from a knowledge gap (source surfaced, MRR, median rank, and how
@@ -402,3 +403,15 @@ as $$
   ) pair on p.run_id is not null
   where r.run_id = target_run
 $$;
+
+-- ============================================================================================
+-- Grants
+-- ============================================================================================
+revoke execute on function roi.knowledge_growth_since(timestamptz) from public;
+grant execute on function roi.knowledge_growth_since(timestamptz) to authenticated;
+revoke execute on function public.roi_benchmark_comparison(uuid) from public, anon;
+grant execute on function public.roi_benchmark_comparison(uuid) to authenticated;
+revoke all on public.roi_benchmark_runs, public.roi_benchmark_breakdown, public.roi_benchmark_tile
+  from anon, authenticated;
+grant select on public.roi_benchmark_runs, public.roi_benchmark_breakdown, public.roi_benchmark_tile
+  to authenticated;

@@ -3,6 +3,10 @@
 -- here AND into a new migration (docs/contributing.md, "Changing the schema"); tests/db/test_schema_files.py
 -- builds a database from each and prints any difference.
 --
+-- The worker's queue: how work enters it, is handed out, given back and given up. Its tables (roi.work,
+-- roi.work_kinds) and who may read them: 30_roi_probes_runs_and_work.sql; the record_… verbs that
+-- finish each kind: 71_roi_worker_verbs.sql. Cut here because this is "how the queue hands out work".
+--
 -- The worker: a least-privilege role and ONE queue of work (roi.work, pgmq's shape). Each row is a
 -- kind of work on one probe (of one run, for the kinds that belong to a run), with a lease, attempts,
 -- a backoff and the last error. Every row enters through roi.enqueue(), which wakes the worker. The
@@ -21,86 +25,11 @@
 --   embed_question  3        an active probe with no embedding    record_question_embedding  drop
 --
 -- A new kind is a row of roi.work_kinds (in the migration that adds it), its record verb, and its
--- handler in zm_roi/worker.py (Worker._KINDS), which refuses to start while the two differ. This file
--- holds the queue; the record_… verbs and the rest of what the role may touch: 51_roi_worker_verbs.sql.
---
--- The role is created NOLOGIN. Locally `zm-roi db up` gives it a password; on Supabase give it one
--- yourself (`alter role roi_worker with login password '…'`) and point ZM_WORKER_DB_URL at it.
-
-do $role$
-begin
-  if not exists (select from pg_roles where rolname = 'roi_worker') then
-    create role roi_worker nologin noinherit;
-  end if;
-end
-$role$;
-
--- ============================================================================================
--- Tables
--- ============================================================================================
-
--- The kinds of work, one row each: the one list of them (roi.work's foreign key refers to it; the
--- worker checks its handlers against it when it starts). `urgency` orders the claim (a waiting run's
--- judgments first); `needs_run`: a row of the kind belongs to a run; `shows_snapshot`: the worker is
--- shown the run's recall snapshot of the probe (roi.claim_work, and the worker's read policy on
--- roi.recalls); `gives_up`: what roi.release_work does after the last failed attempt (skip_verdict:
--- the probe's verdict is recorded as skipped, so a partial run still completes; retire_probe: the
--- probe retires as generation_failed; drop: the row leaves, a sample that cannot be made is left out).
-create table roi.work_kinds (
-  kind text primary key,
-  urgency smallint not null,
-  needs_run boolean not null,
-  shows_snapshot boolean not null,
-  gives_up text not null check (gives_up in ('skip_verdict', 'retire_probe', 'drop')),
-  unique (kind, urgency, needs_run)
-);
-
--- The queue of work (LLM mode, and question embeddings in both modes). Ids only: no text derived
--- from memories, except last_error, which never holds any. Rows enter through roi.enqueue().
-create table roi.work (
-  id bigint generated always as identity primary key,
-  kind text not null,
-  owner_id uuid not null references auth.users (id) on delete cascade,
-  probe_id uuid not null references roi.probes (id) on delete cascade,
-  run_id uuid references roi.runs (id) on delete cascade,
-  attempts integer not null default 0,
-  run_after timestamptz not null default now(),
-  lease_until timestamptz,
-  last_error text,
-  created_at timestamptz not null default now(),
-  -- The kind's urgency and whether it belongs to a run, copied by roi.enqueue: the claim's order is
-  -- then read from work_due_idx alone (a join on roi.work_kinds could not be ordered by an index).
-  -- The foreign key holds the copies equal to the kind's row (MATCH FULL: an unknown kind, or a row
-  -- queued without its copies, is refused) and carries a change of a kind's urgency to its rows.
-  urgency smallint,
-  needs_run boolean,
-  constraint work_kind_is_known foreign key (kind, urgency, needs_run)
-    references roi.work_kinds (kind, urgency, needs_run) match full on update cascade,
-  constraint work_run_belongs_to_its_kind check ((run_id is not null) = needs_run),
-  unique nulls not distinct (kind, probe_id, run_id)
-);
-
-insert into roi.work_kinds (kind, urgency, needs_run, shows_snapshot, gives_up) values
-  ('judge', 0, true, true, 'skip_verdict'),
-  ('closed_book', 1, true, false, 'drop'),
-  ('judge_withheld', 1, true, true, 'drop'),
-  ('judge_reversed', 1, true, true, 'drop'),
-  ('write_question', 2, false, false, 'retire_probe'),
-  ('embed_question', 3, false, false, 'drop');
-
--- ============================================================================================
--- Indexes
--- ============================================================================================
--- None on attempts or lease_until: a claim's lease is then a HOT update, with no index entry to add.
-create index work_due_idx on roi.work (urgency, run_after, id);
-create index work_probe_idx on roi.work (probe_id);
-create index work_run_idx on roi.work (run_id) where run_id is not null;
-create index work_owner_idx on roi.work (owner_id);
+-- handler in zm_roi/worker.py (Worker._KINDS), which refuses to start while the two differ.
 
 -- ============================================================================================
 -- Functions
 -- ============================================================================================
-
 -- The one way into the queue: `work_kind` work on each of `probes` (of `owner`, and of `target_run`
 -- for a kind that belongs to a run), carrying the kind's urgency and run rule from roi.work_kinds for
 -- the claim's index and the foreign key (an unknown kind has none and is refused there). Work already
@@ -330,38 +259,8 @@ create trigger probes_queue_work_on_state_change after update of state on roi.pr
   for each row when (old.state is distinct from new.state) execute function roi.queue_probe_work();
 
 -- ============================================================================================
--- Policies
--- ============================================================================================
-alter table roi.work_kinds enable row level security;
-alter table roi.work enable row level security;
-
--- No secret in it: everyone who queues or claims work reads what each kind is.
-create policy "Those who queue or claim work read the kinds of work" on roi.work_kinds
-  for select to authenticated, roi_worker using (true);
-
-create policy "The worker reads the queue" on roi.work
-  for select to roi_worker using (true);
-create policy "The worker leases queued work" on roi.work
-  for update to roi_worker using (true) with check (true);
-create policy "The worker removes finished work from the queue" on roi.work
-  for delete to roi_worker using (true);
-create policy "The worker queues the embedding of a question it wrote without one" on roi.work
-  for insert to roi_worker with check (kind = 'embed_question');
-
-create policy "Owners queue work only inside the benchmark" on roi.work
-  for all to authenticated
-  using (owner_id = (select auth.uid()) and (select roi.inside_benchmark()))
-  with check (owner_id = (select auth.uid()) and (select roi.inside_benchmark()));
-
--- ============================================================================================
 -- Grants
 -- ============================================================================================
-grant select on roi.work_kinds to authenticated, roi_worker;
-grant select, insert, delete on roi.work to roi_worker;
-grant update (attempts, run_after, lease_until, last_error) on roi.work to roi_worker;
--- Owners queue work inside the benchmark (runs, spot-checks, their probes' questions and embeddings).
-grant select, insert, delete on roi.work to authenticated;
-
 revoke execute on function roi.enqueue(text, uuid, uuid[], uuid), roi.queue_probe_work(), roi.claim_work(), roi.release_work(bigint, integer, text),
   roi.settle_judgment(bigint, boolean, boolean, real, text), roi.judge_check_surfaced(text, jsonb, uuid, text),
   roi.defer_work(bigint, integer, text)
@@ -372,3 +271,5 @@ grant execute on function roi.claim_work(), roi.release_work(bigint, integer, te
   to roi_worker;
 -- Owners queue work inside the benchmark (start_run, the checks of the judge, a probe's state change).
 grant execute on function roi.enqueue(text, uuid, uuid[], uuid) to authenticated;
+-- The embedder queues embed_question work (roi.queue_question_embeddings, 85_embeddings.sql).
+grant execute on function roi.enqueue(text, uuid, uuid[], uuid) to roi_embedder;

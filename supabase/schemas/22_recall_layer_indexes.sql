@@ -3,6 +3,10 @@
 -- here AND into a new migration (docs/contributing.md, "Changing the schema"); tests/db/test_schema_files.py
 -- builds a database from each and prints any difference.
 --
+-- Recall, part 3 of 3: the HNSW indexes of a large layer's own and the pg_cron job that builds them.
+-- Cut from 20_recall.sql because it is maintenance, run by the database owner, not by recall's callers.
+-- Its pg_cron job is scheduled beside upkeep's (80_roi_upkeep.sql), once upkeep has created pg_cron.
+--
 -- HNSW indexes of a large layer's own (issue 22, item 5). Exact distances over a pinned layer cost
 -- ~2.8 ms per 1,000 rows a semantic leg (275 ms at 100,000 real-text rows), so a project or team
 -- that holds many memories gets, per embedding column, a partial HNSW index whose predicate is that
@@ -17,6 +21,9 @@
 -- unschedules it once the index is valid. A build that failed leaves an invalid index; its job then drops it
 -- (concurrently too) and the next decision schedules the build again.
 
+-- ============================================================================================
+-- Functions
+-- ============================================================================================
 -- The HNSW indexes the layers with at least `min_rows` live memories should have, one per layer and
 -- embedding column, with their state and the one statement that moves them on: building it while
 -- missing, dropping it while invalid and no build is running, none once valid (or while building).
@@ -91,21 +98,6 @@ begin
   return scheduled;
 end
 $$;
-
--- ============================================================================================
--- Schedule
--- ============================================================================================
-
--- Beside upkeep, where pg_cron can exist; elsewhere the migration still applies.
-do $schedule$
-begin
-  if not exists (select from pg_catalog.pg_extension where extname = 'pg_cron') then
-    raise notice 'pg_cron is not installed: large layers keep exact semantic recall';
-    return;
-  end if;
-  perform cron.schedule('zm-roi-layer-indexes', '*/10 * * * *', 'select roi.schedule_layer_indexes()');
-end
-$schedule$;
 
 -- ============================================================================================
 -- Grants

@@ -3,67 +3,16 @@
 -- here AND into a new migration (docs/contributing.md, "Changing the schema"); tests/db/test_schema_files.py
 -- builds a database from each and prints any difference.
 --
--- The ROI benchmark, part 2 of 5: the gate and the probe pool. The transaction-local gate that
--- lets an owner read rows carrying memory text (on only inside benchmark_memory() and upkeep), the
--- append-only guards the triggers in 34_roi_triggers_policies_grants.sql fire, the template
--- question, and the pool's life: which knowledge is never probed, retiring what became
--- unreachable, topping up to roi.settings.pool_target and rotating after a completed run.
--- The tables they work on: 30_roi_settings_and_tables.sql.
+-- The ROI benchmark's probe pool: the template question, and the pool's life: which knowledge is
+-- never probed, retiring what became unreachable, handing template questions to the writer, topping
+-- up to roi.settings.pool_target and rotating after a completed run. All of it runs as the owner,
+-- inside the benchmark (benchmark_memory(), 50_roi_runs.sql) or upkeep impersonating them
+-- (80_roi_upkeep.sql). Cut here because it is the one part of the benchmark that reads memories to
+-- choose what to ask; the tables it works on: 30_roi_probes_runs_and_work.sql.
 
 -- ============================================================================================
 -- Functions
 -- ============================================================================================
-
--- The gate for rows that carry memory text: on only inside benchmark_memory() and upkeep.
-create function roi.inside_benchmark() returns boolean
-  language sql stable security invoker set search_path = ''
-as $$
-  select coalesce(current_setting('roi.inside_benchmark', true), '') = 'on'
-$$;
-
-create function roi.open_gate() returns void
-  language sql volatile security invoker set search_path = ''
-as $$
-  select set_config('roi.inside_benchmark', 'on', true);
-$$;
-
-create function roi.close_gate() returns void
-  language sql volatile security invoker set search_path = ''
-as $$
-  select set_config('roi.inside_benchmark', '', true);
-$$;
-
--- Results are append-only. The one exception is erasing a user: the cascade from auth.users
--- removes their results with them (the owner no longer exists when this trigger runs). A result
--- table with no owner (roi.judge_calibrations: the operator's) takes no exception: the owner is
--- read through jsonb, since naming old.owner_id fails on a row that has no such field.
-create function roi.forbid_result_change() returns trigger
-  language plpgsql security invoker set search_path = ''
-as $$
-declare
-  row_owner uuid := (to_jsonb(old) ->> 'owner_id')::uuid;
-begin
-  if tg_op = 'DELETE' and row_owner is not null
-     and not exists (select from auth.users u where u.id = row_owner) then
-    return old;
-  end if;
-  raise exception 'roi.%: recorded results are append-only (% refused)', tg_table_name, lower(tg_op)
-    using errcode = 'insufficient_privilege';
-end
-$$;
-
--- TRUNCATE fires no row trigger, so the table owner could otherwise empty a result table in one
--- statement: a statement-level trigger refuses it, for every role including the owner. (Erasing a
--- user still works: that is a DELETE cascade.)
-create function roi.forbid_result_truncate() returns trigger
-  language plpgsql security invoker set search_path = ''
-as $$
-begin
-  raise exception 'roi.%: recorded results are append-only (truncate refused)', tg_table_name
-    using errcode = 'insufficient_privilege';
-end
-$$;
-
 -- A deterministic question per kind: reads naturally, quotes the title safely, stays short.
 -- PL/pgSQL assignments, not a SQL query: a SQL function that cannot be inlined is parsed and
 -- planned again in every statement that calls it (~0.5 ms of each top-up's insert).
@@ -347,3 +296,19 @@ begin
   return retired;
 end
 $$;
+
+-- ============================================================================================
+-- Grants
+-- ============================================================================================
+revoke execute on function roi.template_question(text, text, text), roi.pool_counts(), roi.retire_unreachable_probes(),
+  roi.never_probed_knowledge(integer), roi.take_over_pending_probes(), roi.hand_template_questions_to_writer(),
+  roi.retire_longest_serving(uuid, integer), roi.refill_pool(public.memories[]), roi.top_up_pool(),
+  roi.rotate_and_top_up(uuid), roi.rotate_completed_runs(uuid)
+  from public;
+grant execute on function roi.template_question(text, text, text), roi.pool_counts(), roi.retire_unreachable_probes(),
+  roi.never_probed_knowledge(integer), roi.take_over_pending_probes(), roi.hand_template_questions_to_writer(),
+  roi.retire_longest_serving(uuid, integer), roi.refill_pool(public.memories[]), roi.top_up_pool(),
+  roi.rotate_and_top_up(uuid), roi.rotate_completed_runs(uuid)
+  to authenticated;
+-- The worker templates a question the model failed to write.
+grant execute on function roi.template_question(text, text, text) to roi_worker;

@@ -1,7 +1,7 @@
 -- Each probe is pinned to where its ground truth lives, in every layer: the caller
 -- belongs to two projects and a team, and one look-alike memory sits in each of them and in the
 -- personal layer, so one question matches all four. The probe from the SECOND project and the probe
--- from the team must each surface their own layer plus the personal layer, nothing else (13-pool-life
+-- from the team must each surface their own layer plus the personal layer, nothing else (40-pool-life
 -- checks the first project's probe; a pin that always took the caller's first project passed it).
 begin;
 select plan(12);

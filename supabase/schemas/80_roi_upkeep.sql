@@ -4,6 +4,9 @@
 -- builds a database from each and prints any difference.
 --
 -- Upkeep: the minute-by-minute care of every owner's pool and runs, scheduled with pg_cron.
+-- The marks of changed layers that tell it whom to visit, the owners' routine runs it starts (their
+-- schedules are tables of 31_roi_results.sql), and both pg_cron jobs. Cut here because it is the one
+-- part that runs as a privileged role, after everything it drives (the pool, runs and queue) exists.
 --
 -- It runs as a privileged role (the cron job's owner) but never reads memories as such: for any
 -- step that touches memories it impersonates the owner exactly as PostgREST would (role
@@ -22,7 +25,6 @@
 -- ============================================================================================
 -- Tables
 -- ============================================================================================
-
 -- When upkeep last ran (one row): proof that the schedule is alive.
 create table roi.upkeep_state (
   singleton boolean primary key default true check (singleton),
@@ -45,7 +47,6 @@ create table roi.dirty_layers (
 -- ============================================================================================
 -- Functions
 -- ============================================================================================
-
 -- How long a schedule's period is: a day or a week, or roi.settings.schedule_period_override (tests).
 create function roi.schedule_period(frequency text) returns interval
   language sql stable security invoker set search_path = ''
@@ -121,7 +122,6 @@ begin
   return result;
 end
 $$;
-
 
 -- Become `owner` for the rest of the transaction, as a Data API request of theirs would.
 create function roi.impersonate(owner uuid) returns void
@@ -344,7 +344,7 @@ end
 $$;
 
 -- ============================================================================================
--- Triggers (transition tables need one trigger per event)
+-- Triggers
 -- ============================================================================================
 create trigger memories_mark_inserted_layers after insert on public.memories
   referencing new table as new_rows for each statement execute function roi.mark_memory_layers();
@@ -371,28 +371,19 @@ create trigger team_members_mark_left after delete on public.team_members
   referencing old table as old_rows for each statement execute function roi.mark_member_layers();
 
 -- ============================================================================================
--- Policies
+-- Who reads and writes each table
 -- ============================================================================================
 alter table roi.upkeep_state enable row level security;
 alter table roi.dirty_layers enable row level security;
-alter table roi.benchmark_schedules enable row level security;
-alter table roi.scheduled_runs enable row level security;
-
-create policy "Owners keep their own benchmark schedule" on roi.benchmark_schedules
-  for all to authenticated
-  using (owner_id = (select auth.uid()))
-  with check (owner_id = (select auth.uid()));
-create policy "Owners read which of their runs a schedule started" on roi.scheduled_runs
-  for select to authenticated using (owner_id = (select auth.uid()));
-
 -- A signed-in writer's statement marks the layers it touched; no user reads or removes a mark.
 create policy "Signed-in writers mark the layers they changed" on roi.dirty_layers
   for insert to authenticated with check ((select auth.uid()) is not null);
+create policy "The embedder marks the layers of the memories it embeds" on roi.dirty_layers
+  for insert to roi_embedder with check (true);
 
 -- ============================================================================================
 -- Schedule
 -- ============================================================================================
-
 -- pg_cron where it can exist (Supabase; the embedded database). Elsewhere the migration still
 -- applies and says how to run upkeep by hand.
 do $schedule$
@@ -410,6 +401,18 @@ begin
 end
 $schedule$;
 
+-- The job that builds a large layer's own HNSW indexes (roi.schedule_layer_indexes,
+-- 22_recall_layer_indexes.sql), beside upkeep's, once pg_cron can exist; elsewhere the file still applies.
+do $schedule$
+begin
+  if not exists (select from pg_catalog.pg_extension where extname = 'pg_cron') then
+    raise notice 'pg_cron is not installed: large layers keep exact semantic recall';
+    return;
+  end if;
+  perform cron.schedule('zm-roi-layer-indexes', '*/10 * * * *', 'select roi.schedule_layer_indexes()');
+end
+$schedule$;
+
 -- ============================================================================================
 -- Grants
 -- ============================================================================================
@@ -418,9 +421,6 @@ revoke execute on function roi.impersonate(uuid), roi.upkeep_owner(uuid), roi.ow
   roi.upkeep(), roi.start_scheduled_run(uuid, timestamptz) from public;
 
 -- The schedule: the owner's own wish, written through public.benchmark_schedule() as the owner.
-revoke all on roi.benchmark_schedules, roi.scheduled_runs from public, anon, authenticated;
-grant select, insert, update, delete on roi.benchmark_schedules to authenticated;
-grant select on roi.scheduled_runs to authenticated;
 revoke execute on function roi.schedule_period(text), roi.schedule_due_at(uuid, text),
   public.benchmark_schedule(text) from public, anon;
 grant execute on function roi.schedule_period(text), roi.schedule_due_at(uuid, text),
@@ -432,3 +432,8 @@ revoke all on roi.dirty_layers from public, anon, authenticated;
 grant insert on roi.dirty_layers to authenticated;
 revoke execute on function roi.mark_memory_layers(), roi.mark_member_layers() from public;
 grant execute on function roi.mark_memory_layers(), roi.mark_member_layers() to authenticated;
+
+-- Its updates of memories mark their layers dirty like any other write (a statement trigger); an
+-- embedding changes no visibility, but the trigger cannot tell, so the embedder may add marks too.
+grant insert on roi.dirty_layers to roi_embedder;
+grant execute on function roi.mark_memory_layers() to roi_embedder;

@@ -3,10 +3,71 @@
 -- here AND into a new migration (docs/contributing.md, "Changing the schema"); tests/db/test_schema_files.py
 -- builds a database from each and prints any difference.
 --
--- What keeps recall's inverted index (public.memory_postings, 20_recall.sql) current: every write of a
+-- Recall, part 2 of 3: its inverted index (public.memory_postings), who may read and write it, and
+-- what keeps it current. Cut from 20_recall.sql because it is a table with its own writers: every
+-- writer of a memory writes its postings.
+--
+-- What keeps recall's inverted index (public.memory_postings) current: every write of a
 -- memory's words, layer or liveness rewrites its postings, in the writer's own statement and as the
 -- writer (no SECURITY DEFINER: the postings' write policy admits authors in their own layers), so a
 -- memory is searchable the moment it is written. A deleted memory's postings go with it (foreign key).
+
+-- ============================================================================================
+-- Tables
+-- ============================================================================================
+-- Recall's inverted index: one row per live memory and lexeme of its search vector. `impact` is that
+-- lexeme's own ts_rank on the memory's vector (recall's weights, normalisation 1): for an OR query of
+-- q distinct lexemes ts_rank is the sum of the matched lexemes' impacts divided by q, so the summed
+-- impacts rank memories as ts_rank does. The policy columns are the memory's (its scope and layer:
+-- the author for personal memories, else the project or team), so row-level security reads a
+-- posting exactly as it reads its memory, and `=` on them and on the lexeme (leakproof) lets an index
+-- serve a caller under RLS, which the GIN index on `search` never could. Written only by the
+-- triggers on public.memories, as the writer of the memory (below).
+create table public.memory_postings (
+  memory_id uuid not null references public.memories (id) on delete cascade,
+  lexeme text not null,
+  impact real not null,
+  scope text not null check (scope in ('personal', 'project', 'team')),
+  layer_id uuid not null,
+  author_id uuid not null,
+  primary key (memory_id, lexeme)
+);
+
+-- ============================================================================================
+-- Indexes
+-- ============================================================================================
+-- A layer's postings of one lexeme, highest impact first: recall reads the first few of each of the
+-- question's lexemes (an index-only scan; the policy runs on scope and layer_id in the entry).
+create index memory_postings_impact_idx on public.memory_postings (layer_id, lexeme, impact desc)
+  include (scope, memory_id);
+
+-- ============================================================================================
+-- Policies
+-- ============================================================================================
+alter table public.memory_postings enable row level security;
+
+-- Matched against arrays gathered once per statement (InitPlans): a recall reads thousands of postings,
+-- and each is then matched against a short array instead of probing a hashed subplan (the memories'
+-- policy keeps its subplan: 10_memory_core.sql).
+create policy "Postings are visible to their memory's audience" on public.memory_postings
+  for select to authenticated using (
+    (scope = 'personal' and layer_id = (select auth.uid()))
+    or (scope = 'project' and layer_id = any (array(select public.caller_project_ids())))
+    or (scope = 'team' and layer_id = any (array(select public.caller_team_ids())))
+  );
+
+create policy "Authors post their memories where they belong" on public.memory_postings
+  for insert to authenticated with check (
+    author_id = (select auth.uid())
+    and (
+      (scope = 'personal' and layer_id = author_id)
+      or (scope = 'project' and layer_id in (select public.caller_project_ids()))
+      or (scope = 'team' and layer_id in (select public.caller_team_ids()))
+    )
+  );
+
+create policy "Authors withdraw their memories' postings" on public.memory_postings
+  for delete to authenticated using (author_id = (select auth.uid()));
 
 -- ============================================================================================
 -- Functions
@@ -64,5 +125,8 @@ create trigger memories_repost after update of title, body, scope, project_id, t
 -- ============================================================================================
 -- Grants
 -- ============================================================================================
+revoke all on public.memory_postings from anon, authenticated;
+grant select, insert, delete on public.memory_postings to authenticated;
+
 -- (A trigger function needs no grant to fire.)
 revoke execute on function roi.post_new_memories(), roi.repost_memory() from public;
