@@ -1,152 +1,23 @@
--- The judge's measured error, taken out of the headline (issue 32; docs/judge-calibration.md).
--- `zm-roi judge-check --record` stores one row per check in roi.judge_calibrations (counts only, no
--- case text; written by the operator, read by an owner only for the judges of their runs); the runs
--- view gains, last, the newest calibration of each run's judge and the exclusive rate corrected for
--- it (roi.judge_corrected_rate: Rogan–Gladen with an Agresti–Coull-adjusted delta-method interval);
--- the tile gains `judge_note`. roi.forbid_result_change reads the owner through jsonb, so the
--- append-only trigger also guards a result table that has no owner column.
+-- The current definitions, read top to bottom (supabase/schemas/*.sql in name order, after
+-- supabase/compat/supabase_compat.sql). supabase/migrations/ is the history that deploys them: a change goes
+-- here AND into a new migration (docs/contributing.md, "Changing the schema"); tests/db/test_schema_files.py
+-- builds a database from each and prints any difference.
+--
+-- The ROI benchmark's views: the three views clients read (the caller's runs, the breakdown by kind
+-- and scope, the tile) and the paired comparison the CI gate decides on. Aggregates only,
+-- security_invoker, so each reads exactly what the caller's policies on the tables of
+-- 30_roi_probes_runs_and_work.sql and 31_roi_results.sql allow. The statistics they report:
+-- 60_roi_statistics.sql.
 
 -- ============================================================================================
--- Tables
--- ============================================================================================
--- A judge's measured error: one row per `zm-roi judge-check --record`, the judge (fingerprint as
--- runs record it, model) and per label the four counts of its verdicts against the calibration set's
--- gold labels (tp: gold true, judged true; fp: gold false, judged true; tn; fn). Counts only: no
--- case text reaches the database. Written by the operator (the database owner); an owner reads the
--- rows whose fingerprint judged one of their runs, and the runs view corrects a run's exclusive rate
--- with the newest row of its judge (a newer check supersedes an older one). Append-only.
-create table roi.judge_calibrations (
-  id bigint generated always as identity primary key,
-  -- The check's usage events carry it as their run_id (purpose judge_check).
-  check_id uuid not null unique,
-  judge_fingerprint text not null check (length(judge_fingerprint) between 1 and 300),
-  model text not null check (length(model) between 1 and 200),
-  -- Cases put to the judge; the four counts of a label add up to those it judged (a case whose every
-  -- reply failed to parse is left out of the counts, never guessed).
-  case_count integer not null check (case_count > 0),
-  recorded_at timestamptz not null default now(),
-  with_memory_tp integer not null check (with_memory_tp >= 0),
-  with_memory_fp integer not null check (with_memory_fp >= 0),
-  with_memory_tn integer not null check (with_memory_tn >= 0),
-  with_memory_fn integer not null check (with_memory_fn >= 0),
-  without_memory_tp integer not null check (without_memory_tp >= 0),
-  without_memory_fp integer not null check (without_memory_fp >= 0),
-  without_memory_tn integer not null check (without_memory_tn >= 0),
-  without_memory_fn integer not null check (without_memory_fn >= 0),
-  exclusive_tp integer not null check (exclusive_tp >= 0),
-  exclusive_fp integer not null check (exclusive_fp >= 0),
-  exclusive_tn integer not null check (exclusive_tn >= 0),
-  exclusive_fn integer not null check (exclusive_fn >= 0),
-  check (with_memory_tp + with_memory_fp + with_memory_tn + with_memory_fn
-         = without_memory_tp + without_memory_fp + without_memory_tn + without_memory_fn),
-  check (with_memory_tp + with_memory_fp + with_memory_tn + with_memory_fn
-         = exclusive_tp + exclusive_fp + exclusive_tn + exclusive_fn),
-  check (with_memory_tp + with_memory_fp + with_memory_tn + with_memory_fn between 1 and case_count)
-);
-create index judge_calibrations_fingerprint_idx on roi.judge_calibrations (judge_fingerprint, id desc);
-
--- ============================================================================================
--- Functions
--- ============================================================================================
--- Results are append-only. The one exception is erasing a user: the cascade from auth.users
--- removes their results with them (the owner no longer exists when this trigger runs). A result
--- table with no owner (roi.judge_calibrations: the operator's) takes no exception: the owner is
--- read through jsonb, since naming old.owner_id fails on a row that has no such field.
-create or replace function roi.forbid_result_change() returns trigger
-  language plpgsql security invoker set search_path = ''
-as $$
-declare
-  row_owner uuid := (to_jsonb(old) ->> 'owner_id')::uuid;
-begin
-  if tg_op = 'DELETE' and row_owner is not null
-     and not exists (select from auth.users u where u.id = row_owner) then
-    return old;
-  end if;
-  raise exception 'roi.%: recorded results are append-only (% refused)', tg_table_name, lower(tg_op)
-    using errcode = 'insufficient_privilege';
-end
-$$;
-
--- The judge's measured error taken out of a run's exclusive rate (docs/judge-calibration.md): k of
--- n judged questions exclusive, and the judge's exclusive-label counts on its calibration set
--- (sensitivity q1 = tp/(tp+fn), specificity q0 = tn/(tn+fp)). The estimate is Rogan–Gladen,
--- (k/n + q0 − 1)/(q0 + q1 − 1) clipped to [0, 1]. The 95% interval is the delta-method one, carrying
--- the run's sampling error and the calibration's, computed on each proportion with two successes and
--- two failures added (Agresti–Coull): the plain one covers ~93% at n = 20, this one ≥ 95%
--- (tests/unit/test_judge_correction.py). Null figures and the reason in `note` when there is nothing
--- to correct, or when the judge is too close to chance (q0 + q1 − 1 < 0.3) for a correction to mean
--- anything. The one home of these figures: the runs view and everything after it read them here.
-create function roi.judge_corrected_rate(
-  k integer, n integer, tp integer, fn integer, tn integer, fp integer,
-  out estimate numeric, out low numeric, out high numeric, out note text)
-  language plpgsql immutable security invoker set search_path = ''
-as $$
-declare
-  z constant numeric := 1.96;
-  q1 numeric;
-  q0 numeric;
-  youden numeric;
-  p_adj numeric;
-  q1_adj numeric;
-  q0_adj numeric;
-  youden_adj numeric;
-  centre numeric;
-  share numeric;
-  half numeric;
-begin
-  if tp is null or fn is null or tn is null or fp is null then
-    note := 'judge not calibrated: an operator runs zm-roi judge-check --record';
-    return;
-  end if;
-  if n is null or n <= 0 or k is null then
-    note := 'no judged question to correct';
-    return;
-  end if;
-  if tp + fn = 0 or tn + fp = 0 then
-    note := 'no corrected rate: the judge''s calibration has no case whose exclusive label is '
-            || case when tp + fn = 0 then 'true' else 'false' end || ', so it cannot measure the judge';
-    return;
-  end if;
-  q1 := tp::numeric / (tp + fn);
-  q0 := tn::numeric / (tn + fp);
-  youden := q0 + q1 - 1;
-  if youden < 0.3 then
-    note := format('no corrected rate: the judge is too close to chance (sensitivity %s%% + specificity %s%% '
-                   '- 100%% = %s points, below the 30 a correction needs)',
-                   round(100 * q1), round(100 * q0), round(100 * youden));
-    return;
-  end if;
-  p_adj := (k + 2)::numeric / (n + 4);
-  q1_adj := (tp + 2)::numeric / (tp + fn + 4);
-  q0_adj := (tn + 2)::numeric / (tn + fp + 4);
-  youden_adj := q0_adj + q1_adj - 1;
-  if youden_adj <= 0 then
-    note := 'no corrected rate: the judge''s calibration is too small to bound the correction';
-    return;
-  end if;
-  estimate := greatest(0, least(1, (k::numeric / n + q0 - 1) / youden));
-  centre := (p_adj + q0_adj - 1) / youden_adj;
-  share := greatest(0, least(1, centre));
-  half := z * sqrt(p_adj * (1 - p_adj) / (n + 4)
-                   + (1 - share) ^ 2 * q0_adj * (1 - q0_adj) / (tn + fp + 4)
-                   + share ^ 2 * q1_adj * (1 - q1_adj) / (tp + fn + 4)) / youden_adj;
-  -- The interval always holds the estimate it is printed beside.
-  low := round(least(estimate, greatest(0, centre - half)), 4);
-  high := round(greatest(estimate, least(1, centre + half)), 4);
-  estimate := round(estimate, 4);
-end
-$$;
-revoke execute on function roi.judge_corrected_rate(integer, integer, integer, integer, integer, integer)
-  from public;
-
--- ============================================================================================
--- Views
+-- Views (security_invoker: they see exactly what the caller's policies allow)
 -- ============================================================================================
 -- The caller's runs, newest columns last (a view only grows: clients bind to the earlier ones).
 -- Aggregates only. Per run: the headline (exclusive rate with its Wilson interval); the retrieval
 -- figures that tell a search miss from a knowledge gap (source surfaced, MRR, median rank, and how
 -- often the judge's with_memory agrees with the source surfacing); the paired comparison with the
--- owner's previous closed run (improved, regressed, exact sign test; no p-value when the judge
+-- owner's previous closed run that a spending cap did not stop (status aborted_budget: a run cut
+-- short is compared with nothing; improved, regressed, exact sign test; no p-value when the judge
 -- changed, since the two runs' verdicts were not made the same way); what it cost (tokens, dollars
 -- by litellm's price map, calls on the owner's own key); the closed-book spot-check; what it
 -- measured (recall function, embedding models of its questions: embedding_minilm_model, the last
@@ -156,12 +27,14 @@ revoke execute on function roi.judge_corrected_rate(integer, integer, integer, i
 -- judged verdict unchanged; last, the judge's measured error (docs/judge-calibration.md): whether
 -- the newest `zm-roi judge-check --record` of the run's judge exists, its sensitivity and specificity
 -- on the exclusive label, the exclusive rate corrected for them with its 95% interval
--- (roi.judge_corrected_rate), why there is none when there is none, and the calibration's size.
-create or replace view public.roi_benchmark_runs with (security_invoker = true) as
+-- (roi.judge_corrected_rate), why there is none when there is none, and the calibration's size;
+-- then whether the owner's schedule started the run (`scheduled`).
+create view public.roi_benchmark_runs with (security_invoker = true) as
 select r.id as run_id,
        r.started_at,
        c.closed_at as finished_at,
-       case when c.run_id is null then 'judging' else 'complete' end as status,
+       case when c.run_id is null then 'judging' when c.reason = 'aborted_budget' then 'aborted_budget'
+            else 'complete' end as status,
        r.mode,
        r.probe_count,
        coalesce(v.judged, 0)::integer as judged_count,
@@ -216,7 +89,8 @@ select r.id as run_id,
          else coalesce(cr.note, format('corrected for the judge''s measured error on its newest calibration '
                                        '(%s cases)', cal.case_count))
        end as correction_note,
-       cal.case_count as judge_calibration_cases
+       cal.case_count as judge_calibration_cases,
+       exists (select from roi.scheduled_runs sr where sr.run_id = r.id) as scheduled
 from roi.runs r
 left join roi.run_closures c on c.run_id = r.id
 left join lateral (
@@ -238,7 +112,7 @@ left join lateral (
 ) v on true
 left join lateral (
   select p.id as run_id, p.mode from roi.runs p join roi.run_closures pc on pc.run_id = p.id
-  where p.owner_id = r.owner_id and p.started_at < r.started_at
+  where p.owner_id = r.owner_id and p.started_at < r.started_at and pc.reason <> 'aborted_budget'
   order by p.started_at desc
   limit 1
 ) prev on true
@@ -296,25 +170,82 @@ left join lateral roi.judge_corrected_rate(v.exclusive::integer, v.judged::integ
   on r.mode = 'llm'
 where r.owner_id = (select auth.uid());
 
+-- The headline split by the source's kind and by its scope (the layer it lives in). Per dimension
+-- the rows add up to the run's totals. Aggregates only.
+create view public.roi_benchmark_breakdown with (security_invoker = true) as
+select x.run_id,
+       d.dimension,
+       d.value,
+       (count(*) filter (where not x.skipped))::integer as judged_count,
+       (count(*) filter (where x.with_memory))::integer as with_memory_count,
+       (count(*) filter (where x.without_memory))::integer as without_memory_count,
+       (count(*) filter (where x.with_memory and not x.without_memory))::integer as exclusive_count,
+       round((count(*) filter (where x.with_memory and not x.without_memory))::numeric
+             / nullif(count(*) filter (where not x.skipped), 0), 4) as exclusive_rate
+from roi.verdicts x
+join roi.recall_outcomes o on o.run_id = x.run_id and o.probe_id = x.probe_id
+cross join lateral (values ('kind', o.source_kind), ('scope', o.source_scope)) d (dimension, value)
+where x.owner_id = (select auth.uid())
+group by x.run_id, d.dimension, d.value;
+
+-- How much of the caller's knowledge changed since `since` (the latest run's start), for the tile's
+-- rerun hint: live decision/gotcha/convention memories created after it (gained), and those created
+-- by then and invalidated after it (lost). As the caller, so RLS applies; one layer at a time, each a
+-- range of one index on (layer, time), so the tile, read often, costs a few short index scans however
+-- large the layers are.
+create function roi.knowledge_growth_since(since timestamptz) returns table (gained bigint, lost bigint)
+  language plpgsql stable security invoker set search_path = ''
+as $$
+declare
+  projects uuid[] := array(select public.caller_project_ids());
+  teams uuid[] := array(select public.caller_team_ids());
+begin
+  return query select
+    (select count(*) from public.memories m
+     where m.scope = 'personal' and m.invalidated_at is null and m.author_id = (select auth.uid())
+       and m.created_at > since and m.kind in ('decision', 'gotcha', 'convention'))
+    + (select count(*) from public.memories m
+       where m.scope = 'project' and m.invalidated_at is null and m.project_id = any (projects)
+         and m.created_at > since and m.kind in ('decision', 'gotcha', 'convention'))
+    + (select count(*) from public.memories m
+       where m.scope = 'team' and m.invalidated_at is null and m.team_id = any (teams)
+         and m.created_at > since and m.kind in ('decision', 'gotcha', 'convention')),
+    (select count(*) from public.memories m
+     where m.scope = 'personal' and m.invalidated_at > since and m.author_id = (select auth.uid())
+       and m.created_at <= since and m.kind in ('decision', 'gotcha', 'convention'))
+    + (select count(*) from public.memories m
+       where m.scope = 'project' and m.invalidated_at > since and m.project_id = any (projects)
+         and m.created_at <= since and m.kind in ('decision', 'gotcha', 'convention'))
+    + (select count(*) from public.memories m
+       where m.scope = 'team' and m.invalidated_at > since and m.team_id = any (teams)
+         and m.created_at <= since and m.kind in ('decision', 'gotcha', 'convention'));
+end
+$$;
+
 -- The tile is the one home of its wording: its state, its hint and, in deterministic mode, the
 -- sentence saying which figure the strict retrieval check bounds and in which direction. The
 -- dashboard, the MCP server and the demo render these columns; none of them re-derives them.
--- States: invite (no run yet), judging (the latest run is still being judged), no_score (the latest
--- run finished with every question skipped: no rate, even after an earlier score, which the trend
--- keeps), ready (a score). `scored_run_id` is the one home of "the scored run": the newest complete
+-- States: invite (no run yet), judging (the latest run is still being judged), aborted_budget (a
+-- spending cap stopped the latest run: the words say what it spent; an earlier score, if any, stays
+-- with a note), no_score (the latest run finished with every question skipped: no rate, even after
+-- an earlier score, which the trend keeps), ready (a score). `scored_run_id` is the one home of "the scored run": the newest complete
 -- run with a judged question, unless the latest run is no_score. `headline`, `explanation` and
 -- `note` are the tile's remaining words (the invite's explanation quotes roi.settings.pool_target);
 -- `judge_note` says whether the scored run's judge is calibrated and, if so, the corrected rate
 -- (null in deterministic mode, where `caveat` speaks).
 -- It names the run list's columns it was defined with: `select *` in a view is expanded once, when
 -- the view is created, and the run list has grown since.
-create or replace view public.roi_benchmark_tile with (security_invoker = true) as
+-- Since the latest run started: knowledge memories learned (memories_gained_since_run) and
+-- invalidated (memories_lost_since_run) that the caller can see, and once together they reach
+-- roi.settings.rerun_hint_growth, `rerun_hint` says to run the benchmark again (never while a run is
+-- being judged: that run is the new measurement). Null before the first run.
+create view public.roi_benchmark_tile with (security_invoker = true) as
 with me as (
   select auth.uid() as owner_id where auth.uid() is not null
 ), latest as (
   select run_id, started_at, finished_at, status, mode, probe_count, judged_count, skipped_count,
          with_memory_count, without_memory_count, exclusive_count, exclusive_rate, exclusive_rate_low,
-         exclusive_rate_high
+         exclusive_rate_high, cost_usd
   from public.roi_benchmark_runs order by started_at desc limit 1
 ), scored as (
   select run_id, started_at, finished_at, status, mode, probe_count, judged_count, skipped_count,
@@ -329,9 +260,13 @@ with me as (
 ), trend as (
   select array_agg(exclusive_rate order by started_at) as rates
   from public.roi_benchmark_runs where status = 'complete' and judged_count > 0
+), growth as (
+  select g.gained, g.lost, g.gained + g.lost >= (select s.rerun_hint_growth from roi.settings s) as past
+  from latest cross join lateral roi.knowledge_growth_since(latest.started_at) g
 )
 select case when latest.run_id is null then 'invite'
             when latest.status = 'judging' then 'judging'
+            when latest.status = 'aborted_budget' then 'aborted_budget'
             when scored.run_id is null then 'no_score'
             else 'ready' end as state,
        scored.exclusive_rate,
@@ -344,6 +279,9 @@ select case when latest.run_id is null then 'invite'
            'Ask your agent to run benchmark_memory to see what only your memory knows.'
          when scored.run_id is null and latest.status = 'judging' then
            format('Judging %s questions from your memory…', latest.probe_count)
+         when scored.run_id is null and latest.status = 'aborted_budget' then
+           format('The latest run stopped at the spending cap after $%s, with %s of %s questions judged.',
+                  round(coalesce(latest.cost_usd, 0), 4), latest.judged_count, latest.probe_count)
          when scored.run_id is null then
            format('None of the latest run''s %s questions could be judged: ask your agent to run '
                   'benchmark_memory again.', latest.probe_count)
@@ -362,6 +300,7 @@ select case when latest.run_id is null then 'invite'
        case
          when latest.run_id is null then 'No benchmark yet'
          when scored.run_id is null and latest.status = 'judging' then 'Judging…'
+         when scored.run_id is null and latest.status = 'aborted_budget' then 'Stopped at the spending cap'
          when scored.run_id is null and trend.rates is null then 'No score yet'
          when scored.run_id is null then 'No score for the latest run'
        end as headline,
@@ -372,6 +311,9 @@ select case when latest.run_id is null then 'invite'
                   (select s.pool_target from roi.settings s))
          when scored.run_id is null and latest.status = 'judging' then
            'Your first score appears here once the verdicts land, usually within a minute or two.'
+         when scored.run_id is null and latest.status = 'aborted_budget' then
+           'A run a spending cap cut short is never scored or compared. Raise the cap, or wait for the next '
+           'month, and ask your agent to run benchmark_memory again.'
          when scored.run_id is null and trend.rates is not null then
            'Earlier scores stay in the trend and the run list; the tile shows only the latest run''s.'
          when scored.run_id is not null then
@@ -379,7 +321,11 @@ select case when latest.run_id is null then 'invite'
        end as explanation,
        case when scored.run_id is not null and latest.status = 'judging' then
          format('A newer run of %s questions is being judged.', latest.probe_count)
-       end as note,
+            when scored.run_id is not null and latest.status = 'aborted_budget' then
+         format('The latest run stopped at the spending cap after $%s (%s of %s questions judged); this '
+                'score is from the run before.',
+                round(coalesce(latest.cost_usd, 0), 4), latest.judged_count, latest.probe_count)
+              end as note,
        case
          when scored.run_id is null or scored.mode = 'deterministic' then null
          when scored.exclusive_rate_corrected is not null then
@@ -397,30 +343,75 @@ select case when latest.run_id is null then 'invite'
            format('judge calibrated on %s cases: %s', scored.judge_calibration_cases, scored.correction_note)
          when position('more than one judge' in scored.correction_note) > 0 then scored.correction_note
          else 'judge not calibrated: an operator runs zm-roi judge-check --record'
-       end as judge_note
+       end as judge_note,
+       growth.gained::integer as memories_gained_since_run,
+       growth.lost::integer as memories_lost_since_run,
+       case when growth.past and latest.status <> 'judging' then
+         format('%s since your last run: run the benchmark again',
+                concat_ws(' and ',
+                          case when growth.gained > 0 then
+                            format('%s %s learned', growth.gained,
+                                   case when growth.gained = 1 then 'memory' else 'memories' end) end,
+                          case when growth.lost > 0 and growth.gained > 0 then format('%s invalidated', growth.lost)
+                               when growth.lost > 0 then
+                                 format('%s %s invalidated', growth.lost,
+                                        case when growth.lost = 1 then 'memory' else 'memories' end) end))
+       end as rerun_hint
 from me
 left join latest on true
 left join scored on true
-left join trend on true;
+left join trend on true
+left join growth on true;
+
+-- The paired comparison the CI gate decides on (`zm-roi gate --no-regression`): the caller's run
+-- against its previous comparable run, the newest earlier one that completed with a judged question.
+-- Unlike the run list's previous_run_id (the previous closed run), it passes over a run still being
+-- judged, one whose every question was skipped, and one stopped by a spending cap (any status but
+-- complete): none of them says what the recall did. judge_changed when the two runs' judges differ,
+-- and then no p-value, as in the run list. Null for a run the caller cannot see.
+create function public.roi_benchmark_comparison(target_run uuid) returns jsonb
+  language sql stable security invoker set search_path = ''
+as $$
+  select jsonb_build_object(
+           'run_id', r.run_id,
+           'previous_run_id', p.run_id,
+           'paired_count', coalesce(pair.paired, 0),
+           'improved_count', coalesce(pair.improved, 0),
+           'regressed_count', coalesce(pair.regressed, 0),
+           'paired_p_value', case when p.judge_fingerprint = r.judge_fingerprint
+                                  then roi.sign_test_p(pair.improved, pair.regressed) end,
+           'judge_fingerprint', r.judge_fingerprint,
+           'previous_judge_fingerprint', p.judge_fingerprint,
+           'judge_changed', case when p.run_id is not null
+                                 then p.judge_fingerprint is distinct from r.judge_fingerprint end)
+  from public.roi_benchmark_runs r
+  left join lateral (
+    select q.run_id, q.judge_fingerprint from public.roi_benchmark_runs q
+    where q.started_at < r.started_at and q.status = 'complete' and q.judged_count > 0
+    order by q.started_at desc
+    limit 1
+  ) p on true
+  left join lateral (
+    select count(*) as paired,
+           count(*) filter (where (a.with_memory and not a.without_memory)
+                              and not (b.with_memory and not b.without_memory)) as improved,
+           count(*) filter (where not (a.with_memory and not a.without_memory)
+                              and (b.with_memory and not b.without_memory)) as regressed
+    from roi.verdicts a
+    join roi.verdicts b on b.run_id = p.run_id and b.probe_id = a.probe_id and not b.skipped
+    where a.run_id = r.run_id and not a.skipped
+  ) pair on p.run_id is not null
+  where r.run_id = target_run
+$$;
 
 -- ============================================================================================
--- Triggers, policies and grants
+-- Grants
 -- ============================================================================================
-create trigger judge_calibrations_are_append_only before update or delete on roi.judge_calibrations
-  for each row execute function roi.forbid_result_change();
-create trigger judge_calibrations_refuse_truncate before truncate on roi.judge_calibrations
-  for each statement execute function roi.forbid_result_truncate();
-
-alter table roi.judge_calibrations enable row level security;
-
--- A calibration is the operator's, not an owner's: an owner reads those of the judges that judged
--- their runs (counts only), so the runs view can correct their rates; no other. Nobody but the
--- database owner (the operator's `zm-roi judge-check --record`) writes one.
-create policy "Owners read the calibrations of the judges of their runs" on roi.judge_calibrations
-  for select to authenticated
-  using (judge_fingerprint in (select j.judge_fingerprint from roi.run_judges j
-                               where j.owner_id = (select auth.uid())));
-
-grant select on roi.judge_calibrations to authenticated;
-grant execute on function roi.judge_corrected_rate(integer, integer, integer, integer, integer, integer)
+revoke execute on function roi.knowledge_growth_since(timestamptz) from public;
+grant execute on function roi.knowledge_growth_since(timestamptz) to authenticated;
+revoke execute on function public.roi_benchmark_comparison(uuid) from public, anon;
+grant execute on function public.roi_benchmark_comparison(uuid) to authenticated;
+revoke all on public.roi_benchmark_runs, public.roi_benchmark_breakdown, public.roi_benchmark_tile
+  from anon, authenticated;
+grant select on public.roi_benchmark_runs, public.roi_benchmark_breakdown, public.roi_benchmark_tile
   to authenticated;

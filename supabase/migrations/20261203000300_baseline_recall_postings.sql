@@ -1,0 +1,132 @@
+-- The current definitions, read top to bottom (supabase/schemas/*.sql in name order, after
+-- supabase/compat/supabase_compat.sql). supabase/migrations/ is the history that deploys them: a change goes
+-- here AND into a new migration (docs/contributing.md, "Changing the schema"); tests/db/test_schema_files.py
+-- builds a database from each and prints any difference.
+--
+-- Recall, part 2 of 3: its inverted index (public.memory_postings), who may read and write it, and
+-- what keeps it current. Cut from 20_recall.sql because it is a table with its own writers: every
+-- writer of a memory writes its postings.
+--
+-- What keeps recall's inverted index (public.memory_postings) current: every write of a
+-- memory's words, layer or liveness rewrites its postings, in the writer's own statement and as the
+-- writer (no SECURITY DEFINER: the postings' write policy admits authors in their own layers), so a
+-- memory is searchable the moment it is written. A deleted memory's postings go with it (foreign key).
+
+-- ============================================================================================
+-- Tables
+-- ============================================================================================
+-- Recall's inverted index: one row per live memory and lexeme of its search vector. `impact` is that
+-- lexeme's own ts_rank on the memory's vector (recall's weights, normalisation 1): for an OR query of
+-- q distinct lexemes ts_rank is the sum of the matched lexemes' impacts divided by q, so the summed
+-- impacts rank memories as ts_rank does. The policy columns are the memory's (its scope and layer:
+-- the author for personal memories, else the project or team), so row-level security reads a
+-- posting exactly as it reads its memory, and `=` on them and on the lexeme (leakproof) lets an index
+-- serve a caller under RLS, which the GIN index on `search` never could. Written only by the
+-- triggers on public.memories, as the writer of the memory (below).
+create table public.memory_postings (
+  memory_id uuid not null references public.memories (id) on delete cascade,
+  lexeme text not null,
+  impact real not null,
+  scope text not null check (scope in ('personal', 'project', 'team')),
+  layer_id uuid not null,
+  author_id uuid not null,
+  primary key (memory_id, lexeme)
+);
+
+-- ============================================================================================
+-- Indexes
+-- ============================================================================================
+-- A layer's postings of one lexeme, highest impact first: recall reads the first few of each of the
+-- question's lexemes (an index-only scan; the policy runs on scope and layer_id in the entry).
+create index memory_postings_impact_idx on public.memory_postings (layer_id, lexeme, impact desc)
+  include (scope, memory_id);
+
+-- ============================================================================================
+-- Policies
+-- ============================================================================================
+alter table public.memory_postings enable row level security;
+
+-- Matched against arrays gathered once per statement (InitPlans): a recall reads thousands of postings,
+-- and each is then matched against a short array instead of probing a hashed subplan (the memories'
+-- policy keeps its subplan: 10_memory_core.sql).
+create policy "Postings are visible to their memory's audience" on public.memory_postings
+  for select to authenticated using (
+    (scope = 'personal' and layer_id = (select auth.uid()))
+    or (scope = 'project' and layer_id = any (array(select public.caller_project_ids())))
+    or (scope = 'team' and layer_id = any (array(select public.caller_team_ids())))
+  );
+
+create policy "Authors post their memories where they belong" on public.memory_postings
+  for insert to authenticated with check (
+    author_id = (select auth.uid())
+    and (
+      (scope = 'personal' and layer_id = author_id)
+      or (scope = 'project' and layer_id in (select public.caller_project_ids()))
+      or (scope = 'team' and layer_id in (select public.caller_team_ids()))
+    )
+  );
+
+create policy "Authors withdraw their memories' postings" on public.memory_postings
+  for delete to authenticated using (author_id = (select auth.uid()));
+
+-- ============================================================================================
+-- Functions
+-- ============================================================================================
+-- The postings of memories just written: one per lexeme of each live one's search vector, its impact
+-- the lexeme's ts_rank (recall's weights, roi.lexical_weights(), normalisation 1; the lexeme quoted as tsquery syntax wants,
+-- so no text is parsed as an operator). One statement per insert statement: an import's COPY of
+-- thousands of rows indexes them in one pass. Runs as the writer, under the postings' write policy.
+create function roi.post_new_memories() returns trigger
+  language plpgsql security invoker set search_path = ''
+as $$
+begin
+  insert into public.memory_postings (memory_id, lexeme, impact, scope, layer_id, author_id)
+  select n.id, l.lexeme,
+         ts_rank(roi.lexical_weights(), n.search,
+                 ('''' || replace(replace(l.lexeme, '\', '\\'), '''', '''''') || '''')::tsquery, 1),
+         n.scope, coalesce(n.project_id, n.team_id, n.author_id), n.author_id
+  from new_memories n
+  cross join lateral unnest(n.search) l
+  where n.invalidated_at is null;
+  return null;
+end
+$$;
+
+-- A memory whose words, layer or liveness changed gets its postings again (an invalidated one none).
+-- A delete needs nothing here: the postings' foreign key cascades.
+create function roi.repost_memory() returns trigger
+  language plpgsql security invoker set search_path = ''
+as $$
+begin
+  delete from public.memory_postings p where p.memory_id = old.id;
+  if new.invalidated_at is null then
+    insert into public.memory_postings (memory_id, lexeme, impact, scope, layer_id, author_id)
+    select new.id, l.lexeme,
+           ts_rank(roi.lexical_weights(), new.search,
+                   ('''' || replace(replace(l.lexeme, '\', '\\'), '''', '''''') || '''')::tsquery, 1),
+           new.scope, coalesce(new.project_id, new.team_id, new.author_id), new.author_id
+    from unnest(new.search) l;
+  end if;
+  return null;
+end
+$$;
+
+-- ============================================================================================
+-- Triggers
+-- ============================================================================================
+create trigger memories_post_new after insert on public.memories
+  referencing new table as new_memories for each statement execute function roi.post_new_memories();
+create trigger memories_repost after update of title, body, scope, project_id, team_id, author_id, invalidated_at
+  on public.memories for each row
+  when ((old.search, old.scope, old.project_id, old.team_id, old.author_id, old.invalidated_at is null)
+        is distinct from (new.search, new.scope, new.project_id, new.team_id, new.author_id, new.invalidated_at is null))
+  execute function roi.repost_memory();
+
+-- ============================================================================================
+-- Grants
+-- ============================================================================================
+revoke all on public.memory_postings from anon, authenticated;
+grant select, insert, delete on public.memory_postings to authenticated;
+
+-- (A trigger function needs no grant to fire.)
+revoke execute on function roi.post_new_memories(), roi.repost_memory() from public;
