@@ -39,10 +39,19 @@ grant usage on schema public, extensions to anon, authenticated, service_role;
 grant usage on schema auth to anon, authenticated, service_role;
 
 -- Supabase grants the API roles everything that `postgres` creates in `public` by default; our
--- migrations must therefore revoke what they do not mean to expose, exactly as on the platform.
-alter default privileges in schema public grant all on tables to anon, authenticated, service_role;
-alter default privileges in schema public grant all on functions to anon, authenticated, service_role;
-alter default privileges in schema public grant all on sequences to anon, authenticated, service_role;
+-- migrations must therefore revoke what they do not mean to expose, exactly as on the platform. The
+-- platform does it once, when the project is made: so does this file, or every `zm-roi db up` after the
+-- first would grant again what the migrations revoked.
+do $default_privileges$
+begin
+  if not exists (select from pg_default_acl d join pg_namespace n on n.oid = d.defaclnamespace
+                 where n.nspname = 'public') then
+    alter default privileges in schema public grant all on tables to anon, authenticated, service_role;
+    alter default privileges in schema public grant all on functions to anon, authenticated, service_role;
+    alter default privileges in schema public grant all on sequences to anon, authenticated, service_role;
+  end if;
+end
+$default_privileges$;
 
 -- ============================================================================================
 -- auth.users and the claim helpers
