@@ -376,3 +376,61 @@ select count(*) filter (where w.lease_until >= now()) as leased,
        extract(epoch from min(w.run_after) filter (where w.run_after > now()
          and (w.lease_until is null or w.lease_until < now())) - now())::float8 as due_in_seconds
 from roi.work w;
+
+-- Every definition in schemas public and roi as (kind, name, definition), what pg_dump would show
+-- apart from data: a database moved onto the baseline must read the same as one built from it
+-- (zm_roi.baseline). Grants are sorted (their order records the order of GRANT statements only);
+-- columns are numbered among the live ones (an old history leaves dropped columns behind).
+-- name: schema_outline
+with ns as (select oid, nspname from pg_namespace where nspname in ('public', 'roi')),
+own as (  -- objects that belong to an extension are the extension's, not ours
+  select objid from pg_depend where deptype = 'e'
+)
+select 'schema', n.nspname, array(select unnest(n.nspacl)::text order by 1)::text
+from pg_namespace n where n.nspname in ('public', 'roi')
+union all
+select 'relation', ns.nspname || '.' || c.relname,
+       concat_ws(' | ', c.relkind, c.relpersistence, c.relrowsecurity, c.relforcerowsecurity, c.reloptions::text,
+                 array(select unnest(c.relacl)::text order by 1)::text,
+                 case when c.relkind in ('v', 'm') then pg_get_viewdef(c.oid) end,
+                 obj_description(c.oid, 'pg_class'))
+from pg_class c join ns on ns.oid = c.relnamespace
+where c.relkind in ('r', 'p', 'v', 'm', 'S', 'f') and c.oid not in (select objid from own)
+union all
+select 'column', ns.nspname || '.' || c.relname || '.' || a.attname,
+       concat_ws(' | ', row_number() over (partition by c.oid order by a.attnum), format_type(a.atttypid, a.atttypmod),
+                 a.attnotnull, a.attidentity, a.attgenerated, a.attstorage, pg_get_expr(d.adbin, d.adrelid),
+                 array(select unnest(a.attacl)::text order by 1)::text, col_description(c.oid, a.attnum))
+from pg_attribute a
+join pg_class c on c.oid = a.attrelid join ns on ns.oid = c.relnamespace
+left join pg_attrdef d on d.adrelid = a.attrelid and d.adnum = a.attnum
+where a.attnum > 0 and not a.attisdropped and c.relkind in ('r', 'p', 'v', 'm', 'f')
+  and c.oid not in (select objid from own)
+union all
+select 'index', ns.nspname || '.' || i.relname, pg_get_indexdef(i.oid)
+from pg_index x join pg_class i on i.oid = x.indexrelid join ns on ns.oid = i.relnamespace
+union all
+select 'constraint', ns.nspname || '.' || c.relname || '.' || k.conname, pg_get_constraintdef(k.oid)
+from pg_constraint k join pg_class c on c.oid = k.conrelid join ns on ns.oid = c.relnamespace
+union all
+select 'trigger', ns.nspname || '.' || c.relname || '.' || t.tgname, pg_get_triggerdef(t.oid)
+from pg_trigger t join pg_class c on c.oid = t.tgrelid join ns on ns.oid = c.relnamespace
+where not t.tgisinternal
+union all
+select 'policy', ns.nspname || '.' || c.relname || '.' || p.polname,
+       concat_ws(' | ', p.polcmd, p.polpermissive,
+                 array(select r.rolname from unnest(p.polroles) role_id left join pg_roles r on r.oid = role_id
+                       order by 1)::text,
+                 pg_get_expr(p.polqual, p.polrelid), pg_get_expr(p.polwithcheck, p.polrelid))
+from pg_policy p join pg_class c on c.oid = p.polrelid join ns on ns.oid = c.relnamespace
+union all
+select 'function', ns.nspname || '.' || p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')',
+       concat_ws(' | ', pg_get_functiondef(p.oid), array(select unnest(p.proacl)::text order by 1)::text,
+                 obj_description(p.oid, 'pg_proc'))
+from pg_proc p join ns on ns.oid = p.pronamespace
+where p.oid not in (select objid from own)
+union all
+select 'default privileges', coalesce(n.nspname, '*') || ' ' || d.defaclobjtype::text || ' ' || pg_get_userbyid(d.defaclrole),
+       array(select unnest(d.defaclacl)::text order by 1)::text
+from pg_default_acl d left join pg_namespace n on n.oid = d.defaclnamespace
+order by 1, 2;

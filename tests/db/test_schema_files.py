@@ -21,18 +21,15 @@ import pytest
 
 from tests.conftest import ROOT, throwaway_cluster
 from zm_roi import localdb
+from zm_roi.baseline import Baseline
 
 MIGRATIONS = ROOT / "supabase" / "migrations"
 SCHEMAS = ROOT / "supabase" / "schemas"
 CHECKSUMS = ROOT / "supabase" / "migrations.sha256"
 
-# Migrations were edited after they landed before this rule was enforced: the first five during the
-# first day's work (up to 5764695), and 20261201050000_hybrid_recall.sql by cc98880 during the
-# integration of 2026-11-30 (on main, its grant on roi.memory_epoch, which the earlier-sorting
-# upkeep_dirty_layers drops, made it fail to apply: no database built from main ran the old text).
-# The rule is enforced from the merge of this test: commits up to and including main's tip then
-# (36b89a1) are grandfathered; any later change to a landed migration fails.
-GRANDFATHERED_UNTIL = "36b89a1"
+# The history before the baseline is gone from supabase/migrations/ (squashed; baseline.toml names the
+# commit that holds it): only commits after it can change a migration that is still here.
+HISTORY_STARTS_AFTER = Baseline.read(ROOT).old_history_commit
 
 # What pg_dump does not show: the roles the migrations create, the scheduled job and the seeded rows
 # (as seeded: not what pg_cron's jobs write into them afterwards).
@@ -175,11 +172,22 @@ def is_ancestor(repo: Path, commit: str, of: str) -> bool:
     return subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", commit, of]).returncode == 0
 
 
-def history_since_created(repo: Path, path: Path) -> list[str]:
-    """The commits that touched `path`, newest first, back to the one that created it: renames are
-    followed (renaming a landed migration changes it), but a new file git finds similar to another (a
-    copy, e.g. a migration that repeats a function of supabase/schemas/) starts its own history."""
-    log = git(repo, "log", "--follow", "--name-status", "--format=commit %H", "--", os.path.relpath(path, repo))
+def history_since_created(repo: Path, path: Path, since: str | None = None) -> list[str]:
+    """The commits after `since` that touched `path`, newest first, back to the one that created it:
+    renames are followed (renaming a landed migration changes it), but a new file git finds similar to
+    another (a copy, e.g. a migration that repeats a function of supabase/schemas/) starts its own
+    history."""
+    commits_range = [f"{since}..HEAD"] if since else []
+    log = git(
+        repo,
+        "log",
+        "--follow",
+        "--name-status",
+        "--format=commit %H",
+        *commits_range,
+        "--",
+        os.path.relpath(path, repo),
+    )
     commits: list[str] = []
     for line in log.splitlines():
         if line.startswith("commit "):
@@ -189,15 +197,15 @@ def history_since_created(repo: Path, path: Path) -> list[str]:
     return commits
 
 
-def changed_after_landing(repo: Path, files: list[Path], grandfathered: str | None = None) -> list[str]:
+def changed_after_landing(repo: Path, files: list[Path], since: str | None = None) -> list[str]:
     """Commits that changed one of `files` after it landed on main: after the first commit of main's
     first-parent history (its merges and direct commits) that contained the file's adding commit. A
-    file not on main yet may still be fixed by its author; commits up to `grandfathered` are forgiven."""
+    file not on main yet may still be fixed by its author; commits up to `since` are not read."""
     ref = next((r for r in ("main", "origin/main") if git(repo, "rev-parse", "--verify", "--quiet", r)), "HEAD")
     mainline = git(repo, "rev-list", "--first-parent", ref).split()
     found = []
     for path in files:
-        commits = history_since_created(repo, path)
+        commits = history_since_created(repo, path, since)
         if not commits:
             continue  # not committed yet
         added, later = commits[-1], commits[:-1]
@@ -205,16 +213,16 @@ def changed_after_landing(repo: Path, files: list[Path], grandfathered: str | No
         if landing is None:
             continue
         for commit in later:
-            if is_ancestor(repo, commit, landing) or (grandfathered and is_ancestor(repo, commit, grandfathered)):
+            if is_ancestor(repo, commit, landing):
                 continue
             found.append(f"{path.name}: changed by {git(repo, 'log', '-1', '--format=%h %s', commit)}")
     return found
 
 
 def test_no_migration_changed_after_it_landed_on_main():
-    if shutil.which("git") is None or not git(ROOT, "rev-parse", "--verify", "--quiet", GRANDFATHERED_UNTIL):
+    if shutil.which("git") is None or not git(ROOT, "rev-parse", "--verify", "--quiet", HISTORY_STARTS_AFTER):
         pytest.skip("no git history in this checkout (tarball or shallow clone); the checksums still apply")
-    violations = changed_after_landing(ROOT, sorted(MIGRATIONS.glob("*.sql")), GRANDFATHERED_UNTIL)
+    violations = changed_after_landing(ROOT, sorted(MIGRATIONS.glob("*.sql")), HISTORY_STARTS_AFTER)
     assert not violations, (
         "migrations changed after they landed on main (a database that applied the old version never gets "
         "the change; put it in a new migration and in supabase/schemas/):\n" + "\n".join(violations)
@@ -223,7 +231,7 @@ def test_no_migration_changed_after_it_landed_on_main():
 
 def test_the_history_check_catches_an_edit_after_landing_and_forgives_one_before(tmp_path):
     """The check above can fail: in a scratch repository, a migration edited after it landed on main is
-    caught, one fixed on its branch before the merge is not, and the grandfather cutoff forgives."""
+    caught, one fixed on its branch before the merge is not, and history up to a squash is not read."""
     env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t"}
     env["GIT_COMMITTER_EMAIL"] = "t@t"
 
@@ -247,101 +255,10 @@ def test_the_history_check_catches_an_edit_after_landing_and_forgives_one_before
 
     found = changed_after_landing(tmp_path, files)
     assert len(found) == 1 and found[0].startswith("a.sql: changed by ") and "edit a after it landed" in found[0]
-    assert changed_after_landing(tmp_path, files, grandfathered=run("rev-parse", "HEAD").strip()) == []
+    assert changed_after_landing(tmp_path, files, since=run("rev-parse", "HEAD").strip()) == []
     # A new file that copies most of a landed one (git --follow calls it a copy) has a history of its own.
     commit("c.sql", "create table a (id int);\n-- and a comment\n", "add c, much like a")
     assert changed_after_landing(tmp_path, [tmp_path / "c.sql"]) == []
-
-
-# ---- a deployed database's queued work survives the move to one queue ---------------------------
-
-ONE_QUEUE = "20261201090000_one_work_queue.sql"
-
-
-def migrations_before(name: str):
-    """A `migrate` for throwaway_cluster: the migrations that sort before `name`, as a deployed
-    database had them."""
-
-    def migrate(root: Path, url: str) -> str:
-        for path in sorted((root / "supabase" / "migrations").glob("*.sql")):
-            if path.name < name:
-                localdb.apply_sql_file(url, path)
-        return ""
-
-    return migrate
-
-
-QUEUED_BEFORE = """
-with owner as (insert into auth.users (email) values ('queued@migration.test') returning id),
-memories as (
-  insert into public.memories (id, author_id, scope, kind, title, body)
-  select ('00000000-0000-0000-0000-00000000a00' || i)::uuid, owner.id, 'personal', 'decision', 'Source ' || i,
-         'Body ' || i
-  from owner, generate_series(1, 4) i returning id, author_id, title, body
-), probes as (
-  insert into roi.probes (id, owner_id, memory_id, source_kind, source_scope, source_title, source_body, question,
-                          state, activated_at, attempts, run_after, lease_until, last_error, question_embedding,
-                          question_embedding_model)
-  select ('00000000-0000-0000-0000-00000000b00' || right(m.id::text, 1))::uuid, m.author_id, m.id, 'decision',
-         'personal', m.title, m.body,
-         case when m.title = 'Source 1' then null else 'What about ' || m.title || '?' end,
-         case when m.title = 'Source 1' then 'pending' else 'active' end,
-         case when m.title = 'Source 1' then null else now() end,
-         case when m.title = 'Source 1' then 2 else 0 end,
-         now() + interval '1 hour',
-         case when m.title = 'Source 1' then now() + interval '1 minute' end,
-         case when m.title = 'Source 1' then 'the model timed out' end,
-         case when m.title = 'Source 4' then array_fill(0.1::real, array[384])::extensions.vector end,
-         case when m.title = 'Source 4' then 'some-model' end
-  from memories m returning id, owner_id
-), run as (
-  insert into roi.runs (id, owner_id, mode, probe_count)
-  select '00000000-0000-0000-0000-00000000c001', id, 'llm', 3 from owner returning id, owner_id, started_at
-), pending as (
-  insert into roi.pending_runs (run_id, owner_id, started_at) select id, owner_id, started_at from run
-), recalls as (
-  insert into roi.recalls (run_id, probe_id, owner_id, surfaced_ids, surfaced)
-  select run.id, p.id, p.owner_id, '{}', '[]' from run, probes p where p.id <> '00000000-0000-0000-0000-00000000b001'
-), judgments as (
-  insert into roi.judgments (run_id, probe_id, owner_id, attempts, last_error)
-  select run.id, p.id, p.owner_id, 1, 'not valid JSON' from run, probes p
-  where p.id in ('00000000-0000-0000-0000-00000000b002', '00000000-0000-0000-0000-00000000b003')
-)
-insert into roi.closed_book_queue (run_id, probe_id, owner_id)
-select run.id, p.id, p.owner_id from run, probes p where p.id = '00000000-0000-0000-0000-00000000b004'
-"""
-
-
-def test_queued_work_of_every_kind_moves_into_the_one_queue():
-    """A database at the migration before the one queue, with a pending probe mid-retry and leased, two
-    queued judgments, a queued spot-check and an active question with no embedding: after the rest of
-    the migrations every row is in roi.work with its attempts, backoff, lease and last error, and the
-    claim hands the judgments out first."""
-    with throwaway_cluster(migrations_before(ONE_QUEUE)) as cluster:
-        with psycopg.connect(cluster.url()) as conn:
-            conn.execute(QUEUED_BEFORE)
-        for path in sorted(MIGRATIONS.glob("*.sql")):
-            if path.name >= ONE_QUEUE:
-                localdb.apply_sql_file(cluster.url(), path)
-        with psycopg.connect(cluster.url()) as conn:
-            work = conn.execute(
-                """select kind, right(probe_id::text, 4), run_id is not null, attempts, last_error,
-                          lease_until is not null, run_after > now()
-                   from roi.work order by urgency, probe_id"""
-            ).fetchall()
-            gone = conn.execute("select to_regclass('roi.judgments'), to_regclass('roi.closed_book_queue')").fetchone()
-            claimed = conn.execute("select kind, right(probe_id::text, 4), attempt from roi.claim_work()").fetchone()
-            conn.rollback()
-    assert work == [
-        ("judge", "b002", True, 1, "not valid JSON", False, False),
-        ("judge", "b003", True, 1, "not valid JSON", False, False),
-        ("closed_book", "b004", True, 0, None, False, False),
-        ("write_question", "b001", False, 2, "the model timed out", True, True),
-        ("embed_question", "b002", False, 0, None, False, False),
-        ("embed_question", "b003", False, 0, None, False, False),
-    ]
-    assert gone == (None, None)
-    assert claimed == ("judge", "b002", 2)
 
 
 def _function_body(sql: str, name: str) -> str:
