@@ -73,6 +73,8 @@ def test_a_database_at_the_last_old_migration_moves_onto_the_baseline(tmp_path):
         assert baseline.applied_versions(old.url()) == old_versions(project)
         with psycopg.connect(old.url()) as conn:
             conn.execute("insert into auth.users (email) values ('kept@baseline.test')")
+        # A second `zm-roi db up` of the old history applied its compat layer again.
+        localdb.apply_sql_file(old.url(), project / localdb.COMPAT_LAYER)
 
         localdb.prepare_database(old, ROOT)
 
