@@ -5,6 +5,7 @@ queries in their own file, or prefixed `bench_` in queries.sql before the one wo
 from __future__ import annotations
 
 from zm_roi_bench import compare
+from zm_roi_bench.build_time import render
 from zm_roi_bench.measure import HYBRID_MODES, RECALL_MODES, Plan
 from zm_roi_bench.sql import Checkout
 
@@ -144,3 +145,17 @@ def test_a_checkout_finds_its_bench_queries_and_compat_layer_where_its_commit_ke
     assert Checkout(before).compat_layer == before / "sql" / "supabase_compat.sql"
     assert Checkout(after).bench_query("where") == "select 'after';"
     assert Checkout(after).compat_layer == after / "supabase" / "compat" / "supabase_compat.sql"
+
+
+def test_the_build_time_report_states_each_side_and_their_ratio_at_p50():
+    side = {"commit": "a" * 40, "migrations": 53, "seconds": [6.0, 8.0, 7.0], "p50_s": 7.0}
+    results = {
+        "rounds": 3,
+        "base": side,
+        "head": {**side, "commit": "b" * 40, "migrations": 15, "seconds": [3.5, 3.4, 3.6], "p50_s": 3.5},
+        "machine": {"cpu_model": "cpu", "cores": 2, "memory_gb": 23.5, "load_average_at_start": [1.0, 1.0, 1.0]},
+    }
+    report = render(results)
+    assert "| base | aaaaaaaaaaaa | 53 | 7.0 | 6.0, 8.0, 7.0 |" in report
+    assert "| head | bbbbbbbbbbbb | 15 | 3.5 | 3.5, 3.4, 3.6 |" in report
+    assert "**0.50×**" in report
