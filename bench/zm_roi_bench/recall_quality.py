@@ -142,6 +142,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", default=str(root.parent / "shared" / "eval" / "public-adr-corpus.jsonl"))
     parser.add_argument("--dump", help="write both legs of every question (ids and scores) as JSON here")
     parser.add_argument("--questions", default=str(root / "bench" / "eval" / "adr-paraphrases.jsonl"))
+    parser.add_argument(
+        "--halfvec",
+        action="store_true",
+        help="experiment (decision 0021): store both vector columns as halfvec(384) after the import, their "
+        "covering indexes rebuilt with them; the recalls then compare in half precision",
+    )
     args = parser.parse_args(argv)
     corpus_path = Path(args.corpus)
     if not corpus_path.exists():
@@ -153,6 +159,9 @@ def main(argv: list[str] | None = None) -> int:
         _say(f"importing and embedding {len(corpus)} memories")
         data = load(conn, corpus)
         conn.commit()
+        if args.halfvec:
+            conn.execute(bench_query("quality_halfvec"))
+            conn.commit()
         para = [
             (p["question"], data["ids"][_key(corpus[p["line"] - 1])], corpus[p["line"] - 1]["project"])
             for p in paraphrases
