@@ -20,6 +20,12 @@ The figure is the top plan node's shared buffers (hit + read) of `EXPLAIN (ANALY
 `select * from public.recall(...)`: a function's nested statements run inside that node, so it counts
 every page the recall touches (checked against auto_explain's nested plans with `--explain`). p50 over
 the paraphrased questions, as the project's member with row-level security applied.
+
+`--cold` (root only): the whole run with shared_buffers 128MB, and at each moment every recall measured
+again cold: the server stopped, the operating system's page cache dropped (/proc/sys/vm/drop_caches),
+the server started, one recall pinned to a project that does not exist (the backend's catalogs and
+plans), then the measured one: shared buffers read (not hit) and hit, p50 / p95 ms. The OS cache is
+emptied, not held small: the recall's own reads stay cached while it runs.
 """
 
 from __future__ import annotations
@@ -299,9 +305,14 @@ def main() -> None:
         args.search_storage,
         cold=args.cold,
     )
+    print_json(figures, args.out)
+
+
+def print_json(figures: dict, out: Path | None) -> None:
+    """The figures as json on stdout, and in `out` when given."""
     text = json.dumps(figures, indent=2, default=str)
-    if args.out:
-        args.out.write_text(text + "\n")
+    if out:
+        out.write_text(text + "\n")
     print(text)
 
 

@@ -22,7 +22,6 @@ as integer ids into a lexicon, with and without the primary key) beside a plain 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import time
@@ -98,6 +97,16 @@ def bit_indexes(conn: psycopg.Connection, covering: list[tuple[str, str]], drop:
     conn.commit()
 
 
+def bit_route(conn: psycopg.Connection, covering: list, drop: bool, project_id: str, questions: list[dict]) -> dict:
+    """The bit columns and their covering indexes added, the table rewritten; its bytes and one leg's pages."""
+    conn.execute(bench_query("routes_bq_columns"))
+    bit_indexes(conn, covering, drop)
+    maintenance(conn, "routes_vacuum_full_memories", "routes_analyze")
+    figure = snapshot(conn)
+    figure["bq_leg"] = leg_buffers(conn, LEG_BUFFERS[1], project_id, questions)
+    return figure
+
+
 def run(size: int, seed: int, adr_corpus: Path, hnsw: bool, say=print) -> dict:
     os.environ["ZM_EMBEDDING_MODEL"] = "none"
     memories, paraphrases = real_memories(pages.ROOT, adr_corpus)
@@ -131,19 +140,11 @@ def run(size: int, seed: int, adr_corpus: Path, hnsw: bool, say=print) -> dict:
             figures["hnsw"]["halfvec"] = hnsw_bytes(conn, "halfvec_cosine_ops", project_id)
         say("bit covering indexes, halfvec in the heap")
         covering = conn.execute(bench_query("routes_covering_indexes")).fetchall()
-        conn.execute(bench_query("routes_bq_columns"))
-        bit_indexes(conn, covering, drop=True)
-        maintenance(conn, "routes_vacuum_full_memories", "routes_analyze")
-        routes["halfvec + bit"] = snapshot(conn)
-        routes["halfvec + bit"]["bq_leg"] = leg_buffers(conn, LEG_BUFFERS[1], project_id, questions)
+        routes["halfvec + bit"] = bit_route(conn, covering, True, project_id, questions)
         say("bit covering indexes, vectors in the heap")
         conn.execute(bench_query("routes_drop_bq_columns"))  # their indexes go with them
         conn.execute(bench_query("routes_vector"))
-        conn.execute(bench_query("routes_bq_columns"))
-        bit_indexes(conn, covering, drop=False)
-        maintenance(conn, "routes_vacuum_full_memories", "routes_analyze")
-        routes["bit"] = snapshot(conn)
-        routes["bit"]["bq_leg"] = leg_buffers(conn, LEG_BUFFERS[1], project_id, questions)
+        routes["bit"] = bit_route(conn, covering, False, project_id, questions)
         say("compact postings")
         conn.execute(bench_query("routes_postings_lexicon"))
         conn.execute(bench_query("routes_postings_copy"))
@@ -171,11 +172,7 @@ def main() -> None:
     parser.add_argument("--no-hnsw", action="store_true", help="skip the HNSW index sizes (a minute or two each)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    figures = run(args.size, args.seed, args.adr_corpus, not args.no_hnsw)
-    text = json.dumps(figures, indent=2, default=str)
-    if args.out:
-        args.out.write_text(text + "\n")
-    print(text)
+    pages.print_json(run(args.size, args.seed, args.adr_corpus, not args.no_hnsw), args.out)
 
 
 if __name__ == "__main__":
