@@ -662,6 +662,9 @@ select m.id from public.memories m join candidates c on c.id = m.id
 order by m.embedding operator(extensions.<=>) %(embedding)s::extensions.vector, m.created_at desc, m.id
 limit 20;
 
+-- name: routes_seqscan
+select set_config('enable_seqscan', %(setting)s, false);
+
 -- Compact postings layouts, built beside the real one from its rows for their sizes only (no trigger,
 -- no policy reads them): the lexemes as integer ids into a lexicon, and then also no primary key.
 -- name: routes_postings_lexicon

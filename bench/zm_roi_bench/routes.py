@@ -58,7 +58,12 @@ def snapshot(conn: psycopg.Connection, recall: tuple | None = None) -> dict:
     return figure
 
 
-def leg_buffers(conn: psycopg.Connection, name: str, project_id: str, questions: list[dict]) -> dict:
+def leg_buffers(
+    conn: psycopg.Connection, name: str, project_id: str, questions: list[dict], index_only: bool = False
+) -> dict:
+    """p50 shared buffers and ms of one semantic leg; with `index_only`, sequential scans priced out (the
+    planner scans the heap rather than the bit index for the Hamming order)."""
+    conn.execute(bench_query("routes_seqscan"), {"setting": "off" if index_only else "on"})
     touched, ms = [], []
     for q in questions:
         plan = conn.execute(bench_query(name), {"project_id": project_id, "embedding": q["embedding"]}).fetchone()[0]
@@ -104,6 +109,9 @@ def bit_route(conn: psycopg.Connection, covering: list, drop: bool, project_id: 
     maintenance(conn, "routes_vacuum_full_memories", "routes_analyze")
     figure = snapshot(conn)
     figure["bq_leg"] = leg_buffers(conn, LEG_BUFFERS[1], project_id, questions)
+    figure["bq_leg_from_index"] = leg_buffers(conn, LEG_BUFFERS[1], project_id, questions, index_only=True)
+    conn.execute(bench_query("routes_seqscan"), {"setting": "on"})
+    conn.commit()
     return figure
 
 
