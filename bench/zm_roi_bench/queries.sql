@@ -348,6 +348,34 @@ where m.scope = 'project' and m.project_id = %(project_id)s and m.invalidated_at
 order by m.embedding_minilm operator(extensions.<=>) %(embedding_minilm)s::extensions.vector, m.created_at desc, m.id
 limit %(count)s;
 
+-- The same legs binary-quantised (--bit-candidates, decision 0021): the N best by the Hamming distance of
+-- the sign bits (routes_bq_columns), re-ranked by exact distance.
+-- name: quality_semantic_leg_bit
+with candidates as (
+  select m.id from public.memories m
+  where m.scope = 'project' and m.project_id = %(project_id)s and m.invalidated_at is null and m.embedding is not null
+  order by m.embedding_bq operator(extensions.<~>) extensions.binary_quantize(%(embedding)s::extensions.vector)::bit(384)
+  limit %(candidates)s
+)
+select m.id, 1 - (m.embedding operator(extensions.<=>) %(embedding)s::extensions.vector) as similarity
+from public.memories m join candidates c on c.id = m.id
+order by m.embedding operator(extensions.<=>) %(embedding)s::extensions.vector, m.created_at desc, m.id
+limit %(count)s;
+
+-- name: quality_minilm_leg_bit
+with candidates as (
+  select m.id from public.memories m
+  where m.scope = 'project' and m.project_id = %(project_id)s and m.invalidated_at is null
+    and m.embedding_minilm is not null
+  order by m.embedding_minilm_bq operator(extensions.<~>)
+           extensions.binary_quantize(%(embedding_minilm)s::extensions.vector)::bit(384)
+  limit %(candidates)s
+)
+select m.id, 1 - (m.embedding_minilm operator(extensions.<=>) %(embedding_minilm)s::extensions.vector) as similarity
+from public.memories m join candidates c on c.id = m.id
+order by m.embedding_minilm operator(extensions.<=>) %(embedding_minilm)s::extensions.vector, m.created_at desc, m.id
+limit %(count)s;
+
 -- The bundled recall as a configured one with today's six arguments calls it: two legs.
 -- name: quality_hybrid
 select memory_id from public.recall(%(question)s, %(project_id)s, null, 10, false, %(embedding)s::extensions.vector);

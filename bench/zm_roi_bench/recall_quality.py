@@ -36,6 +36,10 @@ WEIGHTS = (0.5, 1.0, 1.5, 2.0, 3.0)  # semantic weight, lexical fixed at 1.0 (tw
 GRID_K = (5, 10, 20, 30, 50)
 GRID_WEIGHTS = (0.5, 1.0, 1.25, 1.5, 2.0)
 GRID: dict[str, dict] = {}  # per question set: (k, weights) -> ranks
+BIT_CANDIDATES = [0]  # set by --bit-candidates
+SHIPPED = (5, (1.0, 1.25, 1.25))  # public.recall's k and weights (lexical, e5, MiniLM)
+# Each semantic leg's statement; --bit-candidates swaps in the binary-quantised legs (decision 0021).
+SEMANTIC = {"semantic": "quality_semantic_leg", "minilm": "quality_minilm_leg"}
 
 
 def load(conn: psycopg.Connection, corpus: list[dict]) -> dict:
@@ -93,10 +97,11 @@ def evaluate(conn: psycopg.Connection, data: dict, questions: list[tuple]) -> di
             "count": 20,
             "embedding": embeddings.literal(vector),
             "embedding_minilm": embeddings.literal(second),
+            "candidates": BIT_CANDIDATES[0],
         }
         lexical_rows = conn.execute(bench_query("quality_lexical_leg"), args).fetchall()
-        semantic_rows = conn.execute(bench_query("quality_semantic_leg"), args).fetchall()
-        minilm_rows = conn.execute(bench_query("quality_minilm_leg"), args).fetchall()
+        semantic_rows = conn.execute(bench_query(SEMANTIC["semantic"]), args).fetchall()
+        minilm_rows = conn.execute(bench_query(SEMANTIC["minilm"]), args).fetchall()
         lexical = [r[0] for r in lexical_rows]
         semantic = [r[0] for r in semantic_rows]
         third = [r[0] for r in minilm_rows]
@@ -119,6 +124,9 @@ def evaluate(conn: psycopg.Connection, data: dict, questions: list[tuple]) -> di
         ranks["two legs as before (k 50, 1 / 1.5)"].append(rank_of(target, fuse(lexical, semantic, 1.5)))
         ranks["public.recall, one embedding (two legs)"].append(rank_of(target, hybrid))
         ranks["public.recall, both embeddings (three legs)"].append(rank_of(target, three))
+        ranks["public.recall's fusion (k 5, 1 / 1.25 / 1.25) of these legs"].append(
+            rank_of(target, fuse_legs((lexical, semantic, third), SHIPPED[1], SHIPPED[0]))
+        )
         for weight in WEIGHTS:
             ranks[f"rrf semantic x{weight}"].append(rank_of(target, fuse(lexical, semantic, weight)))
         for k, weights in itertools.product(GRID_K, itertools.product(GRID_WEIGHTS, repeat=3)):
@@ -148,6 +156,13 @@ def main(argv: list[str] | None = None) -> int:
         help="experiment (decision 0021): store both vector columns as halfvec(384) after the import, their "
         "covering indexes rebuilt with them; the recalls then compare in half precision",
     )
+    parser.add_argument(
+        "--bit-candidates",
+        type=int,
+        default=0,
+        help="experiment (decision 0021): each semantic leg's N best by the Hamming distance of the vectors' "
+        "sign bits, re-ranked by exact distance; public.recall's own rows stay exact",
+    )
     args = parser.parse_args(argv)
     corpus_path = Path(args.corpus)
     if not corpus_path.exists():
@@ -162,6 +177,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.halfvec:
             conn.execute(bench_query("quality_halfvec"))
             conn.commit()
+        if args.bit_candidates:
+            conn.execute(bench_query("routes_bq_columns"))
+            conn.commit()
+            BIT_CANDIDATES[0] = args.bit_candidates
+            SEMANTIC.update(semantic="quality_semantic_leg_bit", minilm="quality_minilm_leg_bit")
         para = [
             (p["question"], data["ids"][_key(corpus[p["line"] - 1])], corpus[p["line"] - 1]["project"])
             for p in paraphrases
