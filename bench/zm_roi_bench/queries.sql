@@ -349,12 +349,23 @@ order by m.embedding_minilm operator(extensions.<=>) %(embedding_minilm)s::exten
 limit %(count)s;
 
 -- The same legs binary-quantised (--bit-candidates, decision 0021): the N best by the Hamming distance of
--- the sign bits (routes_bq_columns), re-ranked by exact distance.
+-- the sign bits (routes_bq_columns, or quality_bq_columns_centred: the signs after the corpus's mean
+-- vector is subtracted, the question's too), re-ranked by exact distance.
+-- name: quality_bq_columns_centred
+select format('alter table public.memories '
+              'add column embedding_bq bit(384) generated always as (extensions.binary_quantize('
+              'embedding operator(extensions.-) %%L::extensions.vector)::bit(384)) stored, '
+              'add column embedding_minilm_bq bit(384) generated always as (extensions.binary_quantize('
+              'embedding_minilm operator(extensions.-) %%L::extensions.vector)::bit(384)) stored',
+              e5, minilm), e5, minilm
+from (select avg(embedding)::text as e5, avg(embedding_minilm)::text as minilm from public.memories) means;
+
 -- name: quality_semantic_leg_bit
 with candidates as (
   select m.id from public.memories m
   where m.scope = 'project' and m.project_id = %(project_id)s and m.invalidated_at is null and m.embedding is not null
-  order by m.embedding_bq operator(extensions.<~>) extensions.binary_quantize(%(embedding)s::extensions.vector)::bit(384)
+  order by m.embedding_bq operator(extensions.<~>)
+           extensions.binary_quantize(%(embedding)s::extensions.vector operator(extensions.-) %(embedding_mean)s::extensions.vector)::bit(384)
   limit %(candidates)s
 )
 select m.id, 1 - (m.embedding operator(extensions.<=>) %(embedding)s::extensions.vector) as similarity
@@ -368,7 +379,7 @@ with candidates as (
   where m.scope = 'project' and m.project_id = %(project_id)s and m.invalidated_at is null
     and m.embedding_minilm is not null
   order by m.embedding_minilm_bq operator(extensions.<~>)
-           extensions.binary_quantize(%(embedding_minilm)s::extensions.vector)::bit(384)
+           extensions.binary_quantize(%(embedding_minilm)s::extensions.vector operator(extensions.-) %(minilm_mean)s::extensions.vector)::bit(384)
   limit %(candidates)s
 )
 select m.id, 1 - (m.embedding_minilm operator(extensions.<=>) %(embedding_minilm)s::extensions.vector) as similarity

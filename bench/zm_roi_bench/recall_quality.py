@@ -37,6 +37,8 @@ GRID_K = (5, 10, 20, 30, 50)
 GRID_WEIGHTS = (0.5, 1.0, 1.25, 1.5, 2.0)
 GRID: dict[str, dict] = {}  # per question set: (k, weights) -> ranks
 BIT_CANDIDATES = [0]  # set by --bit-candidates
+MEANS: dict[str, str] = {}  # the corpus's mean vector per column, with --bit-centred
+ZERO = embeddings.literal([0.0] * 384)
 SHIPPED = (5, (1.0, 1.25, 1.25))  # public.recall's k and weights (lexical, e5, MiniLM)
 # Each semantic leg's statement; --bit-candidates swaps in the binary-quantised legs (decision 0021).
 SEMANTIC = {"semantic": "quality_semantic_leg", "minilm": "quality_minilm_leg"}
@@ -98,6 +100,8 @@ def evaluate(conn: psycopg.Connection, data: dict, questions: list[tuple]) -> di
             "embedding": embeddings.literal(vector),
             "embedding_minilm": embeddings.literal(second),
             "candidates": BIT_CANDIDATES[0],
+            "embedding_mean": MEANS.get("embedding", ZERO),
+            "minilm_mean": MEANS.get("embedding_minilm", ZERO),
         }
         lexical_rows = conn.execute(bench_query("quality_lexical_leg"), args).fetchall()
         semantic_rows = conn.execute(bench_query(SEMANTIC["semantic"]), args).fetchall()
@@ -163,6 +167,11 @@ def main(argv: list[str] | None = None) -> int:
         help="experiment (decision 0021): each semantic leg's N best by the Hamming distance of the vectors' "
         "sign bits, re-ranked by exact distance; public.recall's own rows stay exact",
     )
+    parser.add_argument(
+        "--bit-centred",
+        action="store_true",
+        help="with --bit-candidates: the signs after the corpus mean is subtracted",
+    )
     args = parser.parse_args(argv)
     corpus_path = Path(args.corpus)
     if not corpus_path.exists():
@@ -177,9 +186,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.halfvec:
             conn.execute(bench_query("quality_halfvec"))
             conn.commit()
-        if args.bit_candidates:
+        if args.bit_candidates and args.bit_centred:
+            statement, MEANS["embedding"], MEANS["embedding_minilm"] = conn.execute(
+                bench_query("quality_bq_columns_centred"), {}
+            ).fetchone()
+            conn.execute(statement)
+            conn.commit()
+        elif args.bit_candidates:
             conn.execute(bench_query("routes_bq_columns"))
             conn.commit()
+        if args.bit_candidates:
             BIT_CANDIDATES[0] = args.bit_candidates
             SEMANTIC.update(semantic="quality_semantic_leg_bit", minilm="quality_minilm_leg_bit")
         para = [
