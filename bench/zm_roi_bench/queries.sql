@@ -350,7 +350,8 @@ limit %(count)s;
 
 -- The same legs binary-quantised (--bit-candidates, decision 0021): the N best by the Hamming distance of
 -- the sign bits (routes_bq_columns, or quality_bq_columns_centred: the signs after the corpus's mean
--- vector is subtracted, the question's too), re-ranked by exact distance.
+-- vector is subtracted, the question's too), re-ranked by exact distance. Written for e5's column; the
+-- MiniLM leg is the same text with `embedding` read as `embedding_minilm` (recall_quality.leg_sql).
 -- name: quality_bq_columns_centred
 select format('alter table public.memories '
               'add column embedding_bq bit(384) generated always as (extensions.binary_quantize('
@@ -371,20 +372,6 @@ with candidates as (
 select m.id, 1 - (m.embedding operator(extensions.<=>) %(embedding)s::extensions.vector) as similarity
 from public.memories m join candidates c on c.id = m.id
 order by m.embedding operator(extensions.<=>) %(embedding)s::extensions.vector, m.created_at desc, m.id
-limit %(count)s;
-
--- name: quality_minilm_leg_bit
-with candidates as (
-  select m.id from public.memories m
-  where m.scope = 'project' and m.project_id = %(project_id)s and m.invalidated_at is null
-    and m.embedding_minilm is not null
-  order by m.embedding_minilm_bq operator(extensions.<~>)
-           extensions.binary_quantize(%(embedding_minilm)s::extensions.vector operator(extensions.-) %(minilm_mean)s::extensions.vector)::bit(384)
-  limit %(candidates)s
-)
-select m.id, 1 - (m.embedding_minilm operator(extensions.<=>) %(embedding_minilm)s::extensions.vector) as similarity
-from public.memories m join candidates c on c.id = m.id
-order by m.embedding_minilm operator(extensions.<=>) %(embedding_minilm)s::extensions.vector, m.created_at desc, m.id
 limit %(count)s;
 
 -- The bundled recall as a configured one with today's six arguments calls it: two legs.

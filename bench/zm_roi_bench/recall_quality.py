@@ -41,7 +41,7 @@ MEANS: dict[str, str] = {}  # the corpus's mean vector per column, with --bit-ce
 ZERO = embeddings.literal([0.0] * 384)
 SHIPPED = (5, (1.0, 1.25, 1.25))  # public.recall's k and weights (lexical, e5, MiniLM)
 # Each semantic leg's statement; --bit-candidates swaps in the binary-quantised legs (decision 0021).
-SEMANTIC = {"semantic": "quality_semantic_leg", "minilm": "quality_minilm_leg"}
+SEMANTIC = {"semantic": ("quality_semantic_leg", "embedding"), "minilm": ("quality_minilm_leg", "embedding_minilm")}
 
 
 def load(conn: psycopg.Connection, corpus: list[dict]) -> dict:
@@ -54,6 +54,12 @@ def load(conn: psycopg.Connection, corpus: list[dict]) -> dict:
     ids = {(p, t, b): i for i, p, t, b in conn.execute(bench_query("quality_memory_ids"), {"user_id": user_id})}
     projects = dict(conn.execute("select name, id from public.projects").fetchall())
     return {"user_id": user_id, "ids": ids, "projects": projects}
+
+
+def leg_sql(name: str, column: str) -> str:
+    """A semantic leg's statement for `column`: the bit leg is written for e5's and read for MiniLM's."""
+    text = bench_query(name)
+    return text if column == "embedding" or "embedding_minilm" in text else text.replace("embedding", column)
 
 
 def rank_of(target, ranked: list) -> int | None:
@@ -101,11 +107,11 @@ def evaluate(conn: psycopg.Connection, data: dict, questions: list[tuple]) -> di
             "embedding_minilm": embeddings.literal(second),
             "candidates": BIT_CANDIDATES[0],
             "embedding_mean": MEANS.get("embedding", ZERO),
-            "minilm_mean": MEANS.get("embedding_minilm", ZERO),
+            "embedding_minilm_mean": MEANS.get("embedding_minilm", ZERO),
         }
         lexical_rows = conn.execute(bench_query("quality_lexical_leg"), args).fetchall()
-        semantic_rows = conn.execute(bench_query(SEMANTIC["semantic"]), args).fetchall()
-        minilm_rows = conn.execute(bench_query(SEMANTIC["minilm"]), args).fetchall()
+        semantic_rows = conn.execute(leg_sql(*SEMANTIC["semantic"]), args).fetchall()
+        minilm_rows = conn.execute(leg_sql(*SEMANTIC["minilm"]), args).fetchall()
         lexical = [r[0] for r in lexical_rows]
         semantic = [r[0] for r in semantic_rows]
         third = [r[0] for r in minilm_rows]
@@ -197,7 +203,10 @@ def main(argv: list[str] | None = None) -> int:
             conn.commit()
         if args.bit_candidates:
             BIT_CANDIDATES[0] = args.bit_candidates
-            SEMANTIC.update(semantic="quality_semantic_leg_bit", minilm="quality_minilm_leg_bit")
+            SEMANTIC.update(
+                semantic=("quality_semantic_leg_bit", "embedding"),
+                minilm=("quality_semantic_leg_bit", "embedding_minilm"),
+            )
         para = [
             (p["question"], data["ids"][_key(corpus[p["line"] - 1])], corpus[p["line"] - 1]["project"])
             for p in paraphrases
