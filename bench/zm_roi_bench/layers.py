@@ -42,6 +42,7 @@ import psycopg
 from zm_roi import backfill, embeddings
 from zm_roi.identity import act_as, claims_for
 from zm_roi.importer import MemoryLine, Target, insert_memories
+from zm_roi_bench import footprint
 from zm_roi_bench.cluster import machine, throwaway_cluster
 from zm_roi_bench.sql import bench_query
 from zm_roi_bench.timing import Series, timed
@@ -239,13 +240,7 @@ def run(root: Path, adr_corpus: Path, sizes=LAYER_SIZES, seed: int = 42, say: Ca
         conn.execute("vacuum analyze public.memory_postings")
         indexed_in = build_layer_indexes(conn, say)
         conn.autocommit = False
-        storage = dict(
-            zip(
-                ("memories", "postings", "postings_bytes", "memories_bytes"),
-                conn.execute(bench_query("layers_storage")).fetchone(),
-                strict=True,
-            )
-        )
+        storage = footprint.measure(conn)
         embedded = defaultdict(dict)
         for column, model, count in conn.execute(bench_query("layers_embedded")):
             embedded[column][model] = count
@@ -296,11 +291,12 @@ def render(figures: dict) -> str:
                 f"| {now['p50']:.1f} ms | {before['p95']:.1f} ms | {now['p95']:.1f} ms | {found} |"
             )
     storage = figures["storage"]
+    postings = sum(p["bytes"] for p in storage["parts"] if p["part"].startswith("postings"))
     lines += [
         "",
         f"Inverted index: {storage['postings']:,} postings for {storage['memories']:,} memories "
-        f"({storage['postings'] / storage['memories']:.0f} a memory), {storage['postings_bytes'] / 2**20:,.0f} MB "
-        f"beside {storage['memories_bytes'] / 2**20:,.0f} MB of memories and their indexes; the layers were "
+        f"({storage['postings_per_memory']:.0f} a memory), {postings / 2**20:,.0f} MB "
+        f"beside {(storage['total_bytes'] - postings) / 2**20:,.0f} MB of memories and their indexes; the layers were "
         f"written (COPY, postings included) in {storage['written_seconds']:.0f} s.",
     ]
     if built := storage.get("layer_indexes"):
@@ -333,6 +329,8 @@ def write(figures: dict, out_dir: Path, command: str) -> tuple[Path, Path]:
         f"Machine: {figures['machine']['cores']} cores, load "
         f"{figures['machine']['load_average_at_start']} at the start; took {figures['seconds']:.0f} s.\n\n"
         + render(figures)
+        + "\n\n## Bytes per memory, by structure (after `vacuum analyze` and the layers' HNSW indexes)\n\n"
+        + footprint.render(figures["storage"])
         + "\n"
     )
     return md, raw

@@ -20,6 +20,12 @@ The figure is the top plan node's shared buffers (hit + read) of `EXPLAIN (ANALY
 `select * from public.recall(...)`: a function's nested statements run inside that node, so it counts
 every page the recall touches (checked against auto_explain's nested plans with `--explain`). p50 over
 the paraphrased questions, as the project's member with row-level security applied.
+
+`--cold` (root only): the whole run with shared_buffers 128MB, and at each moment every recall measured
+again cold: the server stopped, the operating system's page cache dropped (/proc/sys/vm/drop_caches),
+the server started, one recall pinned to a project that does not exist (the backend's catalogs and
+plans), then the measured one: shared buffers read (not hit) and hit, p50 / p95 ms. The OS cache is
+emptied, not held small: the recall's own reads stay cached while it runs.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import json
 import os
 import random
 import statistics
+import uuid
 from pathlib import Path
 
 import psycopg
@@ -37,6 +44,7 @@ from zm_roi import backfill, embeddings
 from zm_roi.identity import act_as, claims_for
 from zm_roi.importer import MemoryLine, Target, insert_memories
 from zm_roi.queries import query
+from zm_roi_bench import footprint
 from zm_roi_bench.cluster import machine, server, throwaway_cluster
 from zm_roi_bench.layers import EMAIL, layer_rows, real_memories
 from zm_roi_bench.sql import bench_query
@@ -48,18 +56,26 @@ QUESTIONS = 10
 DIMENSIONS = 384
 # The legs in the order the import fills them (embeddings.configured_models: MiniLM first).
 LEGS = ("embedding_minilm", "embedding")
+# The small shared_buffers of a cold run (--cold), set for the whole run, warm figures included.
+COLD_SHARED_BUFFERS = "128MB"
 STORE = {"embedding": "store_memory_embedding", "embedding_minilm": "store_memory_embedding_minilm"}
-
-
-def sizes_now(conn: psycopg.Connection) -> dict:
-    cur = conn.execute(bench_query("pages_sizes"))
-    return dict(zip([d.name for d in cur.description], cur.fetchone(), strict=True))
 
 
 def unit_vector(rng: random.Random) -> str:
     v = [rng.gauss(0, 1) for _ in range(DIMENSIONS)]
     norm = sum(x * x for x in v) ** 0.5
     return embeddings.literal([x / norm for x in v])
+
+
+def random_questions(paraphrases: list[dict], seed: int) -> list[dict]:
+    """The first QUESTIONS paraphrases, each with a random query vector per leg."""
+    rng = random.Random(seed + 1)  # noqa: S311
+    return [
+        {"question": p["question"], "embedding": unit_vector(rng), "embedding_minilm": unit_vector(rng)}
+        for p in paraphrases[:QUESTIONS]
+    ] or [
+        {"question": "Which database do we use?", "embedding": unit_vector(rng), "embedding_minilm": unit_vector(rng)}
+    ]
 
 
 def write_layer(conn: psycopg.Connection, memories: list[dict], size: int, seed: int, say) -> str:
@@ -114,8 +130,50 @@ def measure(conn: psycopg.Connection, user_id, project_id: str, questions: list[
             "buffers_p50": statistics.median(touched),
             "buffers_max": max(touched),
             "ms_p50": round(statistics.median(ms), 2),
+            "ms_p95": p95(ms),
         }
     conn.rollback()  # the member's role was set for the transaction
+    return figures
+
+
+def p95(values: list[float]) -> float:
+    return round(statistics.quantiles(values, n=20, method="inclusive")[18], 2) if len(values) > 1 else values[0]
+
+
+def cold_start(cluster) -> None:
+    """Stop the server, drop the operating system's page cache (root only), start it again."""
+    cluster.stop()
+    os.sync()
+    Path("/proc/sys/vm/drop_caches").write_text("1\n")
+    cluster.start()
+
+
+def measure_cold(cluster, user_id, project_id: str, questions: list[dict]) -> dict:
+    """Each recall on a server just started with the OS cache dropped: shared buffers read (not hit) and
+    hit, and ms. Before it, one recall pinned to a project that does not exist warms the backend's
+    catalogs and plans, so what is read is the layer's own pages, not the server's start."""
+    figures = {}
+    for name, sql in (
+        ("hybrid", bench_query("pages_hybrid_buffers")),
+        ("lexical", bench_query("pages_lexical_buffers")),
+    ):
+        read, hit, ms = [], [], []
+        for q in questions:
+            cold_start(cluster)
+            with psycopg.connect(cluster.url()) as conn, conn.transaction():
+                act_as(conn, claims_for(user_id, EMAIL))
+                conn.execute(sql, dict(q, project_id=str(uuid.uuid4()))).fetchone()
+                plan = conn.execute(sql, dict(q, project_id=project_id)).fetchone()[0]
+            top = plan[0]["Plan"]
+            read.append(top["Shared Read Blocks"])
+            hit.append(top["Shared Hit Blocks"])
+            ms.append(plan[0]["Execution Time"])
+        figures[name] = {
+            "read_p50": statistics.median(read),
+            "hit_p50": statistics.median(hit),
+            "ms_p50": round(statistics.median(ms), 2),
+            "ms_p95": p95(ms),
+        }
     return figures
 
 
@@ -148,61 +206,74 @@ def run(
     adr_corpus: Path,
     search_storage: str | None = None,
     say=print,
+    cold: bool = False,
 ) -> dict:
     os.environ["ZM_EMBEDDING_MODEL"] = "none"  # the import writes rows only; the vectors come after
     memories, paraphrases = real_memories(ROOT, adr_corpus)
-    rng = random.Random(seed + 1)  # noqa: S311
-    questions = [
-        {"question": p["question"], "embedding": unit_vector(rng), "embedding_minilm": unit_vector(rng)}
-        for p in paraphrases[:QUESTIONS]
-    ] or [
-        {"question": "Which database do we use?", "embedding": unit_vector(rng), "embedding_minilm": unit_vector(rng)}
-    ]
+    questions = random_questions(paraphrases, seed)
     figures = {
         "machine": machine(),
         "storage": storage,
         "toast_tuple_target": toast_target,
         "sizes": list(sizes),
+        "shared_buffers": COLD_SHARED_BUFFERS if cold else None,
         "moments": {},
     }
     figures.update(corpus_memories=len(memories), questions=len(questions))
-    with throwaway_cluster(ROOT, say) as cluster, psycopg.connect(cluster.url()) as conn:
-        figures["server"] = server(conn)["version"]
-        conn.execute(bench_query("pages_autovacuum_off"))
-        layout = [(leg, storage) for leg in LEGS if storage] + [("search", search_storage)] * bool(search_storage)
-        statements = [
-            conn.execute(bench_query("pages_set_storage"), {"column": column, "storage": kind}).fetchone()[0]
-            for column, kind in layout
-        ]
-        if toast_target:
-            statements.append(
-                conn.execute(bench_query("pages_set_toast_target"), {"target": toast_target}).fetchone()[0]
-            )
-        for statement in statements:
-            conn.execute(statement)
-        conn.commit()
-        figures["attstorage"] = dict(conn.execute(bench_query("pages_storage")).fetchall())
-        projects = {size: write_layer(conn, memories, size, seed, say) for size in sizes}
-        user_id = conn.execute(bench_query("layers_user_id"), {"email": EMAIL}).fetchone()[0]
-        # Database-wide, the postings included: whether their visibility map is set decides what the
-        # lexical leg's index-only scans cost.
-        for moment, statement in (("after_import", "pages_analyze"), ("after_vacuum", "pages_vacuum_analyze")):
+    with throwaway_cluster(ROOT, say) as cluster:
+        if cold:
+            with open(cluster.pgdata / "postgresql.conf", "a") as conf:
+                conf.write(f"shared_buffers = {COLD_SHARED_BUFFERS}\n")
+            cluster.restart()
+        conn = psycopg.connect(cluster.url())
+        try:
+            figures["server"] = server(conn)["version"]
+            conn.execute(bench_query("pages_autovacuum_off"))
+            layout = [(leg, storage) for leg in LEGS if storage] + [("search", search_storage)] * bool(search_storage)
+            statements = [
+                conn.execute(bench_query("pages_set_storage"), {"column": column, "storage": kind}).fetchone()[0]
+                for column, kind in layout
+            ]
+            if toast_target:
+                statements.append(
+                    conn.execute(bench_query("pages_set_toast_target"), {"target": toast_target}).fetchone()[0]
+                )
+            for statement in statements:
+                conn.execute(statement)
             conn.commit()
-            conn.autocommit = True
-            conn.execute(bench_query(statement))
-            conn.autocommit = False
-            say(f"measuring {moment}")
-            figures["moments"][moment] = {
-                "bytes": sizes_now(conn),
-                "layers": {size: measure(conn, user_id, projects[size], questions) for size in sizes},
-            }
-            if explain:
+            figures["attstorage"] = dict(conn.execute(bench_query("pages_storage")).fetchall())
+            projects = {size: write_layer(conn, memories, size, seed, say) for size in sizes}
+            user_id = conn.execute(bench_query("layers_user_id"), {"email": EMAIL}).fetchone()[0]
+            # Database-wide, the postings included: whether their visibility map is set decides what the
+            # lexical leg's index-only scans cost.
+            for moment, statement in (("after_import", "pages_analyze"), ("after_vacuum", "pages_vacuum_analyze")):
                 conn.commit()
                 conn.autocommit = True
-                figures["moments"][moment]["nested"] = nested_plans(conn, user_id, projects[max(sizes)], questions[0])
+                conn.execute(bench_query(statement))
                 conn.autocommit = False
-        conn.execute(bench_query("pages_autovacuum_reset"))
-        conn.commit()
+                say(f"measuring {moment}")
+                figures["moments"][moment] = {
+                    "bytes": footprint.measure(conn),
+                    "layers": {size: measure(conn, user_id, projects[size], questions) for size in sizes},
+                }
+                if cold:
+                    say(f"measuring {moment}, cold")
+                    conn.close()  # each cold recall restarts the server
+                    figures["moments"][moment]["cold"] = {
+                        size: measure_cold(cluster, user_id, projects[size], questions) for size in sizes
+                    }
+                    conn = psycopg.connect(cluster.url())
+                if explain:
+                    conn.commit()
+                    conn.autocommit = True
+                    figures["moments"][moment]["nested"] = nested_plans(
+                        conn, user_id, projects[max(sizes)], questions[0]
+                    )
+                    conn.autocommit = False
+            conn.execute(bench_query("pages_autovacuum_reset"))
+            conn.commit()
+        finally:
+            conn.close()
     return figures
 
 
@@ -216,6 +287,12 @@ def main() -> None:
     parser.add_argument("--adr-corpus", type=Path, default=ADR_CORPUS)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--explain", action="store_true", help="auto_explain the nested plans")
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help=f"shared_buffers {COLD_SHARED_BUFFERS}, and each recall also measured cold: the server restarted and "
+        "the OS page cache dropped first (root only)",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     figures = run(
@@ -226,10 +303,16 @@ def main() -> None:
         args.explain,
         args.adr_corpus,
         args.search_storage,
+        cold=args.cold,
     )
+    print_json(figures, args.out)
+
+
+def print_json(figures: dict, out: Path | None) -> None:
+    """The figures as json on stdout, and in `out` when given."""
     text = json.dumps(figures, indent=2, default=str)
-    if args.out:
-        args.out.write_text(text + "\n")
+    if out:
+        out.write_text(text + "\n")
     print(text)
 
 

@@ -348,6 +348,32 @@ where m.scope = 'project' and m.project_id = %(project_id)s and m.invalidated_at
 order by m.embedding_minilm operator(extensions.<=>) %(embedding_minilm)s::extensions.vector, m.created_at desc, m.id
 limit %(count)s;
 
+-- The same legs binary-quantised (--bit-candidates, decision 0021): the N best by the Hamming distance of
+-- the sign bits (routes_bq_columns, or quality_bq_columns_centred: the signs after the corpus's mean
+-- vector is subtracted, the question's too), re-ranked by exact distance. Written for e5's column; the
+-- MiniLM leg is the same text with `embedding` read as `embedding_minilm` (recall_quality.leg_sql).
+-- name: quality_bq_columns_centred
+select format('alter table public.memories '
+              'add column embedding_bq bit(384) generated always as (extensions.binary_quantize('
+              'embedding operator(extensions.-) %%L::extensions.vector)::bit(384)) stored, '
+              'add column embedding_minilm_bq bit(384) generated always as (extensions.binary_quantize('
+              'embedding_minilm operator(extensions.-) %%L::extensions.vector)::bit(384)) stored',
+              e5, minilm), e5, minilm
+from (select avg(embedding)::text as e5, avg(embedding_minilm)::text as minilm from public.memories) means;
+
+-- name: quality_semantic_leg_bit
+with candidates as (
+  select m.id from public.memories m
+  where m.scope = 'project' and m.project_id = %(project_id)s and m.invalidated_at is null and m.embedding is not null
+  order by m.embedding_bq operator(extensions.<~>)
+           extensions.binary_quantize(%(embedding)s::extensions.vector operator(extensions.-) %(embedding_mean)s::extensions.vector)::bit(384)
+  limit %(candidates)s
+)
+select m.id, 1 - (m.embedding operator(extensions.<=>) %(embedding)s::extensions.vector) as similarity
+from public.memories m join candidates c on c.id = m.id
+order by m.embedding operator(extensions.<=>) %(embedding)s::extensions.vector, m.created_at desc, m.id
+limit %(count)s;
+
 -- The bundled recall as a configured one with today's six arguments calls it: two legs.
 -- name: quality_hybrid
 select memory_id from public.recall(%(question)s, %(project_id)s, null, 10, false, %(embedding)s::extensions.vector);
@@ -356,6 +382,13 @@ select memory_id from public.recall(%(question)s, %(project_id)s, null, 10, fals
 -- name: quality_three_legs
 select memory_id from public.recall(%(question)s, %(project_id)s, null, 10, false, %(embedding)s::extensions.vector,
                                     %(embedding_minilm)s::extensions.vector);
+
+-- The half-precision experiment (--halfvec): both vector columns, and the covering indexes that hold
+-- them, rewritten as halfvec(384); a query embedding casts to halfvec implicitly.
+-- name: quality_halfvec
+alter table public.memories
+  alter column embedding type extensions.halfvec(384),
+  alter column embedding_minilm type extensions.halfvec(384);
 
 -- name: quality_templates
 select m.id, p.name as project, roi.template_question(m.kind, m.title, m.body) as question
@@ -473,13 +506,6 @@ select m.id from public.memories m join best b on b.id = m.id
 where m.id = any (array(select best.id from best))
 order by b.score desc, b.created_at desc, b.id;
 
--- What the inverted index costs in storage, beside the memories themselves.
--- name: layers_storage
-select (select count(*) from public.memories) as memories,
-       (select count(*) from public.memory_postings) as postings,
-       pg_total_relation_size('public.memory_postings') as postings_bytes,
-       pg_table_size('public.memories') + pg_indexes_size('public.memories') as memories_bytes;
-
 -- Which model filled each embedding column of the layers, and how many rows: the layers carry both legs.
 -- name: layers_embedded
 select 'embedding' as leg, embedding_model as model, count(*) from public.memories
@@ -502,17 +528,6 @@ select * from public.recall(%(question)s, %(project_id)s, null, 10, false,
 -- name: pages_lexical_buffers
 explain (analyze, buffers, format json)
 select * from public.recall_lexical(%(question)s, %(project_id)s, null, 10, false);
-
--- Bytes of the memories (heap, TOAST with its index, each index) and of the postings.
--- name: pages_sizes
-select (select count(*) from public.memories) as rows,
-       pg_relation_size(c.oid) as heap,
-       coalesce(pg_total_relation_size(nullif(c.reltoastrelid, 0)), 0) as toast,
-       pg_indexes_size(c.oid) as indexes,
-       (select jsonb_object_agg(i.indexrelid::regclass::text, pg_relation_size(i.indexrelid))
-        from pg_index i where i.indrelid = c.oid) as per_index,
-       pg_total_relation_size('public.memory_postings') as postings
-from pg_class c where c.oid = 'public.memories'::regclass;
 
 -- name: pages_storage
 select attname, attstorage from pg_attribute
@@ -551,3 +566,156 @@ load 'auto_explain';
 
 -- name: pages_setting
 select set_config(%(name)s, %(value)s, false);
+
+-- Bytes per memory split by structure (footprint.py): the memories' heap (with its free space and
+-- visibility maps), their TOAST table with its index, each index on the memories by name (the covering
+-- vector indexes and any layer's HNSW index among them), the postings' heap and each of its indexes.
+-- The parts add up to pg_total_relation_size of the two tables.
+-- name: storage_split
+select part, relation, bytes from (
+  select 1 as o, 'memories heap' as part, 'public.memories' as relation,
+         pg_table_size(c.oid) - coalesce(pg_total_relation_size(nullif(c.reltoastrelid, 0)), 0) as bytes
+  from pg_class c where c.oid = 'public.memories'::regclass
+  union all
+  select 2, 'memories TOAST', coalesce(nullif(c.reltoastrelid, 0)::regclass::text, 'none'),
+         coalesce(pg_total_relation_size(nullif(c.reltoastrelid, 0)), 0)
+  from pg_class c where c.oid = 'public.memories'::regclass
+  union all
+  select 3, 'memories index', i.indexrelid::regclass::text, pg_relation_size(i.indexrelid)
+  from pg_index i where i.indrelid = 'public.memories'::regclass
+  union all
+  select 4, 'postings heap', 'public.memory_postings', pg_table_size('public.memory_postings')
+  union all
+  select 5, 'postings index', i.indexrelid::regclass::text, pg_relation_size(i.indexrelid)
+  from pg_index i where i.indrelid = 'public.memory_postings'::regclass
+) s
+order by o, bytes desc, relation;
+
+-- name: storage_counts
+select (select count(*) from public.memories) as memories,
+       (select count(*) from public.memory_postings) as postings;
+
+-- Routes to fewer bytes per memory (routes.py, decision 0021), tried in the bench's scratch database only.
+-- name: routes_column_bytes
+select avg(pg_column_size(title))::int as title, avg(pg_column_size(body))::int as body,
+       avg(pg_column_size(search))::int as search, avg(pg_column_size(embedding))::int as embedding,
+       avg(pg_column_size(embedding_minilm))::int as embedding_minilm, avg(pg_column_size(m.*))::int as row
+from public.memories m;
+
+-- name: routes_vacuum_full_memories
+vacuum full public.memories;
+
+-- name: routes_vacuum_full_postings
+vacuum full public.memory_postings;
+
+-- After a rewrite: `vacuum full` leaves the visibility map unset, and without it every index-only scan
+-- fetches the heap; a plain vacuum sets it.
+-- name: routes_analyze
+vacuum analyze public.memories, public.memory_postings;
+
+-- name: routes_storage
+select attname, attstorage from pg_attribute
+where attrelid = 'public.memories'::regclass and attname like 'embedding%%' and atttypid <> 'text'::regtype;
+
+-- A change of type resets a column's storage to the type's default (external for both), which would move
+-- the vectors to TOAST (decision 0019): each statement keeps them plain, in the row.
+-- name: routes_halfvec
+alter table public.memories
+  alter column embedding type extensions.halfvec(384),
+  alter column embedding_minilm type extensions.halfvec(384),
+  alter column embedding set storage plain,
+  alter column embedding_minilm set storage plain;
+
+-- name: routes_vector
+alter table public.memories
+  alter column embedding type extensions.vector(384),
+  alter column embedding_minilm type extensions.vector(384),
+  alter column embedding set storage plain,
+  alter column embedding_minilm set storage plain;
+
+-- The covering vector indexes (20_recall.sql) by name and definition.
+-- name: routes_covering_indexes
+select i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid)
+from pg_index i
+where i.indrelid = 'public.memories'::regclass and pg_get_indexdef(i.indexrelid) ~ 'INCLUDE \(.*embedding';
+
+-- Binary quantisation: each vector's sign bits as a stored column beside it (the b-tree INCLUDE list
+-- takes columns, not expressions).
+-- name: routes_bq_columns
+alter table public.memories
+  add column embedding_bq bit(384)
+    generated always as (extensions.binary_quantize(embedding)::bit(384)) stored,
+  add column embedding_minilm_bq bit(384)
+    generated always as (extensions.binary_quantize(embedding_minilm)::bit(384)) stored,
+  alter column embedding_bq set storage plain,
+  alter column embedding_minilm_bq set storage plain;
+
+-- name: routes_drop_bq_columns
+alter table public.memories drop column embedding_bq, drop column embedding_minilm_bq;
+
+-- One layer's HNSW index as pg_cron would build it (42_recall_layer_indexes.sql: m 32, ef_construction
+-- 200), for its size in a layer too small to get one; the operator class names the column's type.
+-- name: routes_hnsw_statement
+select format('create index routes_hnsw on public.memories using hnsw (embedding extensions.%%s) '
+              'with (m = 32, ef_construction = 200) where project_id = %%L and scope = ''project'' '
+              'and invalidated_at is null and embedding is not null', %(opclass)s::text, %(project_id)s::text);
+
+-- name: routes_hnsw_bytes
+select pg_relation_size('public.routes_hnsw');
+
+-- name: routes_drop_hnsw
+drop index public.routes_hnsw;
+
+-- One semantic leg as the recall ranks it (exact distances over the pinned layer's covering index, its
+-- best 20), as the superuser: the pages one leg reads.
+-- name: routes_exact_leg_buffers
+explain (analyze, buffers, format json)
+select m.id from public.memories m
+where m.scope = 'project' and m.project_id = %(project_id)s and m.invalidated_at is null and m.embedding is not null
+order by m.embedding operator(extensions.<=>) %(embedding)s::extensions.vector, m.created_at desc, m.id
+limit 20;
+
+-- The same leg over the bit covering index: the best 80 by Hamming distance, re-ranked by their exact
+-- vectors read from the heap (the primary key finds each row).
+-- name: routes_bq_leg_buffers
+explain (analyze, buffers, format json)
+with candidates as (
+  select m.id from public.memories m
+  where m.scope = 'project' and m.project_id = %(project_id)s and m.invalidated_at is null
+    and m.embedding is not null
+  order by m.embedding_bq operator(extensions.<~>) extensions.binary_quantize(%(embedding)s::extensions.vector)::bit(384)
+  limit 80
+)
+select m.id from public.memories m join candidates c on c.id = m.id
+order by m.embedding operator(extensions.<=>) %(embedding)s::extensions.vector, m.created_at desc, m.id
+limit 20;
+
+-- name: routes_seqscan
+select set_config('enable_seqscan', %(setting)s, false);
+
+-- Compact postings layouts, built beside the real one from its rows for their sizes only (no trigger,
+-- no policy reads them): the lexemes as integer ids into a lexicon, and then also no primary key.
+-- name: routes_postings_lexicon
+create schema routes_scratch;
+create table routes_scratch.lexicon (id integer generated always as identity primary key, lexeme text unique not null);
+insert into routes_scratch.lexicon (lexeme) select distinct lexeme from public.memory_postings order by 1;
+create table routes_scratch.postings (
+  memory_id uuid not null, lexeme_id integer not null, impact real not null, scope text not null,
+  layer_id uuid not null, author_id uuid not null
+);
+insert into routes_scratch.postings
+select p.memory_id, l.id, p.impact, p.scope, p.layer_id, p.author_id
+from public.memory_postings p join routes_scratch.lexicon l using (lexeme);
+create index postings_impact_idx on routes_scratch.postings (layer_id, lexeme_id, impact desc) include (scope, memory_id);
+
+-- name: routes_postings_lexicon_pkey
+alter table routes_scratch.postings add primary key (memory_id, lexeme_id);
+
+-- name: routes_postings_copy
+create table routes_scratch.postings_copy as select * from public.memory_postings;
+create index postings_copy_impact_idx on routes_scratch.postings_copy (layer_id, lexeme, impact desc) include (scope, memory_id);
+alter table routes_scratch.postings_copy add primary key (memory_id, lexeme);
+
+-- name: routes_scratch_sizes
+select c.relname, pg_table_size(c.oid) as heap, pg_indexes_size(c.oid) as indexes
+from pg_class c where c.relnamespace = 'routes_scratch'::regnamespace and c.relkind = 'r';

@@ -36,6 +36,12 @@ WEIGHTS = (0.5, 1.0, 1.5, 2.0, 3.0)  # semantic weight, lexical fixed at 1.0 (tw
 GRID_K = (5, 10, 20, 30, 50)
 GRID_WEIGHTS = (0.5, 1.0, 1.25, 1.5, 2.0)
 GRID: dict[str, dict] = {}  # per question set: (k, weights) -> ranks
+BIT_CANDIDATES = [0]  # set by --bit-candidates
+MEANS: dict[str, str] = {}  # the corpus's mean vector per column, with --bit-centred
+ZERO = embeddings.literal([0.0] * 384)
+SHIPPED = (5, (1.0, 1.25, 1.25))  # public.recall's k and weights (lexical, e5, MiniLM)
+# Each semantic leg's statement; --bit-candidates swaps in the binary-quantised legs (decision 0021).
+SEMANTIC = {"semantic": ("quality_semantic_leg", "embedding"), "minilm": ("quality_minilm_leg", "embedding_minilm")}
 
 
 def load(conn: psycopg.Connection, corpus: list[dict]) -> dict:
@@ -48,6 +54,12 @@ def load(conn: psycopg.Connection, corpus: list[dict]) -> dict:
     ids = {(p, t, b): i for i, p, t, b in conn.execute(bench_query("quality_memory_ids"), {"user_id": user_id})}
     projects = dict(conn.execute("select name, id from public.projects").fetchall())
     return {"user_id": user_id, "ids": ids, "projects": projects}
+
+
+def leg_sql(name: str, column: str) -> str:
+    """A semantic leg's statement for `column`: the bit leg is written for e5's and read for MiniLM's."""
+    text = bench_query(name)
+    return text if column == "embedding" or "embedding_minilm" in text else text.replace("embedding", column)
 
 
 def rank_of(target, ranked: list) -> int | None:
@@ -93,10 +105,13 @@ def evaluate(conn: psycopg.Connection, data: dict, questions: list[tuple]) -> di
             "count": 20,
             "embedding": embeddings.literal(vector),
             "embedding_minilm": embeddings.literal(second),
+            "candidates": BIT_CANDIDATES[0],
+            "embedding_mean": MEANS.get("embedding", ZERO),
+            "embedding_minilm_mean": MEANS.get("embedding_minilm", ZERO),
         }
         lexical_rows = conn.execute(bench_query("quality_lexical_leg"), args).fetchall()
-        semantic_rows = conn.execute(bench_query("quality_semantic_leg"), args).fetchall()
-        minilm_rows = conn.execute(bench_query("quality_minilm_leg"), args).fetchall()
+        semantic_rows = conn.execute(leg_sql(*SEMANTIC["semantic"]), args).fetchall()
+        minilm_rows = conn.execute(leg_sql(*SEMANTIC["minilm"]), args).fetchall()
         lexical = [r[0] for r in lexical_rows]
         semantic = [r[0] for r in semantic_rows]
         third = [r[0] for r in minilm_rows]
@@ -119,6 +134,9 @@ def evaluate(conn: psycopg.Connection, data: dict, questions: list[tuple]) -> di
         ranks["two legs as before (k 50, 1 / 1.5)"].append(rank_of(target, fuse(lexical, semantic, 1.5)))
         ranks["public.recall, one embedding (two legs)"].append(rank_of(target, hybrid))
         ranks["public.recall, both embeddings (three legs)"].append(rank_of(target, three))
+        ranks["public.recall's fusion (k 5, 1 / 1.25 / 1.25) of these legs"].append(
+            rank_of(target, fuse_legs((lexical, semantic, third), SHIPPED[1], SHIPPED[0]))
+        )
         for weight in WEIGHTS:
             ranks[f"rrf semantic x{weight}"].append(rank_of(target, fuse(lexical, semantic, weight)))
         for k, weights in itertools.product(GRID_K, itertools.product(GRID_WEIGHTS, repeat=3)):
@@ -142,6 +160,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", default=str(root.parent / "shared" / "eval" / "public-adr-corpus.jsonl"))
     parser.add_argument("--dump", help="write both legs of every question (ids and scores) as JSON here")
     parser.add_argument("--questions", default=str(root / "bench" / "eval" / "adr-paraphrases.jsonl"))
+    parser.add_argument(
+        "--halfvec",
+        action="store_true",
+        help="experiment (decision 0021): store both vector columns as halfvec(384) after the import, their "
+        "covering indexes rebuilt with them; the recalls then compare in half precision",
+    )
+    parser.add_argument(
+        "--bit-candidates",
+        type=int,
+        default=0,
+        help="experiment (decision 0021): each semantic leg's N best by the Hamming distance of the vectors' "
+        "sign bits, re-ranked by exact distance; public.recall's own rows stay exact",
+    )
+    parser.add_argument(
+        "--bit-centred",
+        action="store_true",
+        help="with --bit-candidates: the signs after the corpus mean is subtracted",
+    )
     args = parser.parse_args(argv)
     corpus_path = Path(args.corpus)
     if not corpus_path.exists():
@@ -153,6 +189,24 @@ def main(argv: list[str] | None = None) -> int:
         _say(f"importing and embedding {len(corpus)} memories")
         data = load(conn, corpus)
         conn.commit()
+        if args.halfvec:
+            conn.execute(bench_query("quality_halfvec"))
+            conn.commit()
+        if args.bit_candidates and args.bit_centred:
+            statement, MEANS["embedding"], MEANS["embedding_minilm"] = conn.execute(
+                bench_query("quality_bq_columns_centred"), {}
+            ).fetchone()
+            conn.execute(statement)
+            conn.commit()
+        elif args.bit_candidates:
+            conn.execute(bench_query("routes_bq_columns"))
+            conn.commit()
+        if args.bit_candidates:
+            BIT_CANDIDATES[0] = args.bit_candidates
+            SEMANTIC.update(
+                semantic=("quality_semantic_leg_bit", "embedding"),
+                minilm=("quality_semantic_leg_bit", "embedding_minilm"),
+            )
         para = [
             (p["question"], data["ids"][_key(corpus[p["line"] - 1])], corpus[p["line"] - 1]["project"])
             for p in paraphrases

@@ -174,8 +174,16 @@ def test_the_layer_curve_measures_each_layer_as_its_member(tmp_path):
     assert smallest["lexical"]["source_in_top_10"] == smallest["lexical_before"]["source_in_top_10"]
     assert smallest["hybrid"]["source_in_top_10"] >= 0.9 * layers.TEMPLATED
     assert figures["storage"]["postings"] > figures["storage"]["memories"]
+    # Bytes per memory split by structure: the heap, every index on the memories by name, the postings'
+    # heap and indexes, adding up to the all-in rate.
+    parts = {(p["part"], p["relation"]) for p in figures["storage"]["parts"]}
+    assert {("memories heap", "public.memories"), ("postings heap", "public.memory_postings")} <= parts
+    assert ("memories index", "memories_project_embedding_idx") in parts
+    assert ("postings index", "memory_postings_impact_idx") in parts
+    assert sum(p["bytes"] for p in figures["storage"]["parts"]) == figures["storage"]["total_bytes"]
     md, raw = layers.write(figures, tmp_path, "pytest")
     text = md.read_text()
+    assert "| **all in** |" in text and "8 GB: " in text
     assert "| 400 | lexical |" in text and json.loads(raw.read_text())["layers"]["400"]["rows"] == 400
     assert "| 400 | hybrid, 2 legs (lexical + e5) → 3 legs (lexical + e5 + MiniLM) |" in text
 
