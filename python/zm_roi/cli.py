@@ -81,7 +81,7 @@ def _db_up_locked(config: settings.Settings, say, keep_mode: bool) -> localdb.Cl
             cluster.restart()
     say("applying the compatibility layer and migrations (supabase db push)")
     fresh = not localdb.has_benchmark_schema(cluster.url())
-    localdb.prepare_database(cluster, root)
+    localdb.prepare_database(cluster, root, say=say)
     # The mode is the user's: set on a new database (EMBEDDED_FIRST_MODE unless ZM_EXTRACTOR says
     # otherwise) or when ZM_EXTRACTOR is given; otherwise whatever `zm-roi configure` last wrote stays.
     if fresh or (config.extractor and not keep_mode):

@@ -400,15 +400,18 @@ def apply_schema_files(root: Path, url: str) -> str:
     return ""
 
 
-def prepare_database(cluster: Cluster, root: Path, migrate=push_migrations, compat: Path | None = None) -> str:
+def prepare_database(
+    cluster: Cluster, root: Path, migrate=push_migrations, compat: Path | None = None, say=lambda message: None
+) -> str:
     """Compat layer (`compat`, default the checkout's COMPAT_LAYER), then migrations (or `migrate`, e.g.
     apply_schema_files), then the local login passwords. Idempotent. A database the old migration
-    history built is first moved onto the baseline (zm_roi.baseline), or refused if it is older."""
+    history built is first moved onto the baseline (zm_roi.baseline; `say` tells of it), or refused if
+    it is older."""
     compat = compat or root / COMPAT_LAYER
     apply_sql_file(cluster.url(), compat)
     _set_login_password(cluster, "authenticator", AUTHENTICATOR_PASSWORD)
-    if migrate is push_migrations:
-        baseline.move_onto_baseline(root, cluster.url(), compat, supabase_cli(root))
+    if migrate is push_migrations and baseline.move_onto_baseline(root, cluster.url(), compat, supabase_cli(root)):
+        say("moved this database onto the migration baseline: its schema was the baseline's (docs/deploy.md)")
     output = migrate(root, cluster.url())
     _set_login_password(cluster, "roi_worker", WORKER_PASSWORD)
     _set_login_password(cluster, "roi_embedder", EMBEDDER_PASSWORD)

@@ -76,9 +76,13 @@ def test_a_database_at_the_last_old_migration_moves_onto_the_baseline(tmp_path):
         # A second `zm-roi db up` of the old history applied its compat layer again.
         localdb.apply_sql_file(old.url(), project / localdb.COMPAT_LAYER)
 
-        localdb.prepare_database(old, ROOT)
+        said = []
+        localdb.prepare_database(old, ROOT, say=said.append)
 
         assert baseline.applied_versions(old.url()) == local_versions()
+        assert said == [
+            "moved this database onto the migration baseline: its schema was the baseline's (docs/deploy.md)"
+        ]
         assert "Remote database is up to date" in localdb.push_migrations(ROOT, old.url())
         assert schema_dump(old) == schema_dump(fresh)
         with psycopg.connect(old.url()) as conn:
