@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import re
 import statistics
 import sys
@@ -23,7 +22,7 @@ from psycopg.rows import dict_row
 from zm_roi import localdb
 from zm_roi.errors import UserError
 from zm_roi.identity import act_as, claims_for
-from zm_roi_bench import DEFAULT_SEED, SIZES, corpus
+from zm_roi_bench import DEFAULT_SEED, SIZES, corpus, report
 from zm_roi_bench.cluster import machine, throwaway_cluster
 from zm_roi_bench.sql import bench_query
 
@@ -127,11 +126,10 @@ def main(argv: list[str] | None = None) -> int:
         size=size,
         machine=started_machine,
         command=f"python -m zm_roi_bench.statements --size {args.size} --rounds {args.rounds}",
+        date=datetime.date.today().isoformat(),
+        label=f"statements-{args.size}",
     )
-    out = Path(args.out) if args.out else root / "bench" / "results"
-    stem = f"{datetime.date.today().isoformat()}-statements-{args.size}"
-    (out / f"{stem}.json").write_text(json.dumps(results, indent=2) + "\n")
-    (out / f"{stem}.md").write_text(render(results))
+    report.write(results, Path(args.out) if args.out else root / "bench" / "results", render)
     print(render(results))
     return 0
 
