@@ -28,7 +28,7 @@ import psycopg
 
 from zm_roi_bench import footprint, layers, report
 from zm_roi_bench.cluster import machine, server, throwaway_cluster
-from zm_roi_bench.compare import SIDES, _git, base_checkout, side_order, verdict
+from zm_roi_bench.compare import SIDES, _git, base_checkout, machine_table, side_order, verdict
 from zm_roi_bench.timing import Series
 
 RECALLS = ("lexical", "hybrid")
@@ -150,25 +150,7 @@ def render(results: dict) -> str:
         f"{n}. How the layer bench works: [layers.py](../zm_roi_bench/layers.py), this mode: "
         "[layers_compare.py](../zm_roi_bench/layers_compare.py).",
         "",
-        *report.table(
-            ["CPU", "cores", "memory", "load average at start / measurements / end", "PostgreSQL"],
-            [
-                [
-                    m["cpu_model"],
-                    m["cores"],
-                    f"{m['memory_gb']} GB",
-                    " / ".join(
-                        ", ".join(map(str, load))
-                        for load in (
-                            m["load_average_at_start"],
-                            results["load_average_at_measurements"],
-                            m["load_average_at_end"],
-                        )
-                    ),
-                    results["server"].split(" on ")[0],
-                ]
-            ],
-        ),
+        *machine_table(m, results["load_average_at_measurements"], results["server"]),
         "",
         f"## Head against base (worse by more than {TOLERANCE:.0%} is flagged)",
         "",
