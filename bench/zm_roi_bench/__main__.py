@@ -32,6 +32,12 @@ def main(argv: list[str] | None = None) -> int:
         "(one size: 10k, 100k or 1m; or layers)",
     )
     parser.add_argument("--out", default=None, help="report folder (default: bench/results in the checkout)")
+    parser.add_argument(
+        "--adr-corpus",
+        default=None,
+        help="with layers: the public ADR corpus (default ../shared/eval/public-adr-corpus.jsonl beside the "
+        "checkout; a worktree names it)",
+    )
     args = parser.parse_args(argv)
     label = args.size.lower()
     if label == "layers":
@@ -86,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
 def _layers(args: argparse.Namespace) -> int:
     root = project_root()
     out = root / "bench" / "results" if args.out is None else Path(args.out)
-    adr_corpus = root.parent / "shared" / "eval" / "public-adr-corpus.jsonl"
+    adr_corpus = Path(args.adr_corpus or root.parent / "shared" / "eval" / "public-adr-corpus.jsonl")
     say = lambda text: print(text, flush=True)  # noqa: E731
     if args.base is not None:
         try:
