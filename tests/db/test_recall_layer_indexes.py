@@ -193,7 +193,7 @@ def test_a_large_team_layer_is_read_from_its_own_index(layers):
     assert any(name in plan for plan in plans), "the team pin's recall left its layer's index"
 
 
-HALF_PRECISION = "20261203020000"  # the migration that made both vector columns halfvec(384)
+HALF_PRECISION = "20261203040000"  # the migration that made both vector columns halfvec(384)
 
 
 def migrations_before(version: str, folder: Path) -> Path:

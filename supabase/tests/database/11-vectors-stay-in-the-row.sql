@@ -3,7 +3,7 @@
 -- vector column by UPDATE) leaves nothing recall reads in TOAST. With pgvector's default (external),
 -- a row past ~2 kB had a vector moved out of line, and each exact distance then read the TOAST index
 -- and a TOAST page: ~3 buffers a vector, ~7 a row for the hybrid recall (docs/decisions/0019).
--- 20261203020000_vectors_in_half_precision: both are halfvec(384), and still plain (a change of type
+-- 20261203040000_vectors_in_half_precision: both are halfvec(384), and still plain (a change of type
 -- resets the storage; the migration sets it again in the same statement, docs/decisions/0023).
 begin;
 select plan(5);
