@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import statistics
 import sys
 import tempfile
@@ -16,6 +15,7 @@ from pathlib import Path
 
 from zm_roi import localdb
 from zm_roi.errors import UserError
+from zm_roi_bench import report
 from zm_roi_bench.cluster import machine
 from zm_roi_bench.compare import _git, base_checkout, side_order
 from zm_roi_bench.sql import Checkout
@@ -93,10 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    out = Path(args.out) if args.out else root / "bench" / "results"
-    stem = f"{datetime.date.today().isoformat()}-build-time-vs-{sha[:7]}"
-    (out / f"{stem}.json").write_text(json.dumps(results, indent=2) + "\n")
-    (out / f"{stem}.md").write_text(render(results))
+    results.update(date=datetime.date.today().isoformat(), label=f"build-time-vs-{sha[:7]}")
+    report.write(results, Path(args.out) if args.out else root / "bench" / "results", render)
     print(render(results))
     return 0
 

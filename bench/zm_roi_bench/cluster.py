@@ -46,8 +46,9 @@ REPORTED_SETTINGS = (
 
 
 @contextlib.contextmanager
-def throwaway_cluster(root: Path, say=print) -> Iterator[localdb.Cluster]:
-    """A migrated cluster with the upkeep cron job deactivated; stopped and removed afterwards."""
+def throwaway_cluster(root: Path, say=print, settings: dict | None = None) -> Iterator[localdb.Cluster]:
+    """A migrated cluster with the upkeep cron job deactivated; stopped and removed afterwards.
+    `settings` are added to (or override) the bench's server settings, e.g. a preloaded library."""
     home = Path(tempfile.mkdtemp(prefix="zm-roi-bench-"))
     home.chmod(0o755)
     cluster = localdb.Cluster(home=home, port=localdb.free_port())
@@ -56,7 +57,8 @@ def throwaway_cluster(root: Path, say=print) -> Iterator[localdb.Cluster]:
         cluster.create()
         with open(cluster.pgdata / "postgresql.conf", "a") as conf:
             conf.write("\n# zm-roi bench: bulk load only\n")
-            conf.writelines(f"{key} = {value}\n" for key, value in BENCH_SERVER_SETTINGS.items())
+            chosen = {**BENCH_SERVER_SETTINGS, **(settings or {})}
+            conf.writelines(f"{key} = {value}\n" for key, value in chosen.items())
         cluster.start()
         say("applying the compatibility layer and migrations (supabase db push)")
         localdb.prepare_database(cluster, root, compat=Checkout(root).compat_layer)

@@ -696,3 +696,11 @@ alter table routes_scratch.postings_copy add primary key (memory_id, lexeme);
 -- name: routes_scratch_sizes
 select c.relname, pg_table_size(c.oid) as heap, pg_indexes_size(c.oid) as indexes
 from pg_class c where c.relnamespace = 'routes_scratch'::regnamespace and c.relkind = 'r';
+
+-- Every statement pg_stat_statements tracked, nested ones included, longest first (statements.py).
+-- name: statements_by_time
+select s.query, s.calls, s.rows, s.total_exec_time as total_ms
+from extensions.pg_stat_statements s
+where s.calls > 0
+order by s.total_exec_time desc
+limit 60;

@@ -63,25 +63,34 @@ create table if not exists auth.users (
   created_at timestamptz not null default now()
 );
 
+-- The claim helpers as Supabase defines them: plain SQL without a `set search_path`, so the planner
+-- inlines them into each policy's `(select auth.uid())` instead of calling, parsing and planning a
+-- function about twenty times a recall (docs/decisions/0024). They call only pg_catalog functions,
+-- whatever the search_path; an unset or reset claim reads as null, never as a cast error. A database
+-- whose helpers an earlier compat layer defined (with `set search_path`) gets these; Supabase's own
+-- (none of which sets one) are never touched.
 do $helpers$
 begin
-  -- auth.jwt(): the verified claims PostgREST placed in `request.jwt.claims` for this request.
-  if to_regprocedure('auth.jwt()') is null then
-    create function auth.jwt() returns jsonb
-      language sql stable set search_path = ''
-      as $fn$ select coalesce(nullif(current_setting('request.jwt.claims', true), ''), '{}')::jsonb $fn$;
+  if coalesce((select p.proconfig is not null from pg_catalog.pg_proc p where p.oid = to_regprocedure('auth.jwt()')), true) then
+    -- auth.jwt(): the verified claims PostgREST placed in `request.jwt.claims` for this request.
+    create or replace function auth.jwt() returns jsonb
+      language sql stable
+      as $fn$ select coalesce(nullif(current_setting('request.jwt.claim', true), ''),
+                              nullif(current_setting('request.jwt.claims', true), ''))::jsonb $fn$;
   end if;
-  -- auth.uid(): the caller's user id (the `sub` claim), null for anonymous requests.
-  if to_regprocedure('auth.uid()') is null then
-    create function auth.uid() returns uuid
-      language sql stable set search_path = ''
-      as $fn$ select nullif(auth.jwt() ->> 'sub', '')::uuid $fn$;
+  if coalesce((select p.proconfig is not null from pg_catalog.pg_proc p where p.oid = to_regprocedure('auth.uid()')), true) then
+    -- auth.uid(): the caller's user id (the `sub` claim), null for anonymous requests.
+    create or replace function auth.uid() returns uuid
+      language sql stable
+      as $fn$ select nullif(coalesce(nullif(current_setting('request.jwt.claim.sub', true), ''),
+                                     (nullif(current_setting('request.jwt.claims', true), '')::jsonb ->> 'sub')), '')::uuid $fn$;
   end if;
-  -- auth.role(): the `role` claim (anon, authenticated, service_role).
-  if to_regprocedure('auth.role()') is null then
-    create function auth.role() returns text
-      language sql stable set search_path = ''
-      as $fn$ select nullif(auth.jwt() ->> 'role', '') $fn$;
+  if coalesce((select p.proconfig is not null from pg_catalog.pg_proc p where p.oid = to_regprocedure('auth.role()')), true) then
+    -- auth.role(): the `role` claim (anon, authenticated, service_role).
+    create or replace function auth.role() returns text
+      language sql stable
+      as $fn$ select nullif(coalesce(nullif(current_setting('request.jwt.claim.role', true), ''),
+                                     (nullif(current_setting('request.jwt.claims', true), '')::jsonb ->> 'role')), '')::text $fn$;
   end if;
 end
 $helpers$;
