@@ -10,7 +10,7 @@ from pathlib import Path
 
 from zm_roi.errors import UserError
 from zm_roi.localdb import project_root
-from zm_roi_bench import CURVE, DEFAULT_SEED, SIZES, compare, layers, run
+from zm_roi_bench import CURVE, DEFAULT_SEED, SIZES, compare, layers, layers_compare, run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,9 +29,15 @@ def main(argv: list[str] | None = None) -> int:
         "--base",
         default=None,
         help="a commit (e.g. 46284ba) to measure side by side with this checkout, interleaved, in one report "
-        "(one size: 10k, 100k or 1m)",
+        "(one size: 10k, 100k or 1m; or layers)",
     )
     parser.add_argument("--out", default=None, help="report folder (default: bench/results in the checkout)")
+    parser.add_argument(
+        "--adr-corpus",
+        default=None,
+        help="with layers: the public ADR corpus (default ../shared/eval/public-adr-corpus.jsonl beside the "
+        "checkout; a worktree names it)",
+    )
     args = parser.parse_args(argv)
     label = args.size.lower()
     if label == "layers":
@@ -86,12 +92,19 @@ def main(argv: list[str] | None = None) -> int:
 def _layers(args: argparse.Namespace) -> int:
     root = project_root()
     out = root / "bench" / "results" if args.out is None else Path(args.out)
-    figures = layers.run(
-        root,
-        root.parent / "shared" / "eval" / "public-adr-corpus.jsonl",
-        seed=args.seed,
-        say=lambda text: print(text, flush=True),
-    )
+    adr_corpus = Path(args.adr_corpus or root.parent / "shared" / "eval" / "public-adr-corpus.jsonl")
+    say = lambda text: print(text, flush=True)  # noqa: E731
+    if args.base is not None:
+        try:
+            results = layers_compare.run(root, adr_corpus, args.base, seed=args.seed, say=say)
+        except UserError as exc:
+            print(f"zm-roi bench: {exc}", file=sys.stderr)
+            return 2
+        md, raw = layers_compare.write(results, out)
+        print(layers_compare.render(results))
+        print(f"report: {md}\nraw figures: {raw}\ntook {results['seconds']:.0f} s")
+        return 0
+    figures = layers.run(root, adr_corpus, seed=args.seed, say=say)
     md, raw = layers.write(figures, out, "make bench SIZE=layers")
     print(layers.render(figures))
     print(f"report: {md}\nraw figures: {raw}\ntook {figures['seconds']:.0f} s")

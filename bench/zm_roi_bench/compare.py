@@ -243,6 +243,23 @@ def _per_drain(side: dict, cell: Callable[[dict], str]) -> str:
     return " / ".join(cell(side["figures"]["drains"][str(n)]) for n in queue.WORKER_COUNTS)
 
 
+def machine_table(machine: dict, load_at_measurements: list, server_version: str) -> list[str]:
+    """The machine, its load at the start, the measurements and the end, and the server, as one table."""
+    loads = (machine["load_average_at_start"], load_at_measurements, machine["load_average_at_end"])
+    return report.table(
+        ["CPU", "cores", "memory", "load average at start / measurements / end", "PostgreSQL"],
+        [
+            [
+                machine["cpu_model"],
+                machine["cores"],
+                f"{machine['memory_gb']} GB",
+                " / ".join(", ".join(map(str, load)) for load in loads),
+                server_version.split(" on ")[0],
+            ]
+        ],
+    )
+
+
 def render(results: dict) -> str:
     """The Markdown report of one side-by-side run."""
     base, head, m = results["base"], results["head"], results["machine"]
@@ -261,25 +278,7 @@ def render(results: dict) -> str:
         "first, and the report takes their median. How the bench works: "
         "[bench/README.md](../README.md).",
         "",
-        *report.table(
-            ["CPU", "cores", "memory", "load average at start / measurements / end", "PostgreSQL"],
-            [
-                [
-                    m["cpu_model"],
-                    m["cores"],
-                    f"{m['memory_gb']} GB",
-                    " / ".join(
-                        ", ".join(map(str, load))
-                        for load in (
-                            m["load_average_at_start"],
-                            results["load_average_at_measurements"],
-                            m["load_average_at_end"],
-                        )
-                    ),
-                    results["server"]["version"].split(" on ")[0],
-                ]
-            ],
-        ),
+        *machine_table(m, results["load_average_at_measurements"], results["server"]["version"]),
         "",
         f"## Head against base (worse by more than {TOLERANCE:.0%} is flagged)",
         "",

@@ -181,25 +181,33 @@ def rotated(items: tuple, turn: int) -> tuple:
     return items[start:] + items[:start]
 
 
-def measure(conn: psycopg.Connection, built: dict, questions: list[dict], memories: list[dict]) -> dict:
-    """p50 / p95 of each recall per layer size, as the member, and the sources found in the top 10. Each
-    recall asks every question in a block of its own, and the blocks take turns, their order rotating
-    round by round. A block asks each question twice, timing both: the first ask (`first_ask`) after
-    the other recalls' blocks, the second in steady state, as a team's agents recalling from the layer
-    would find it (the figures the report's table shows). Taking turns question by question instead,
-    the shipped hybrid always ran after today's exact scans of the same layer, which evict its pages
-    from shared buffers: 20.1 ms at 100,000 rows where it takes 14.8 ms after a recall of its own kind."""
+def measure(
+    conn: psycopg.Connection,
+    built: dict,
+    questions: list[dict],
+    recalls: tuple[str, ...] = RECALLS,
+    rounds: range = range(ROUNDS),
+    raw: bool = False,
+) -> dict:
+    """p50 / p95 of each recall per layer size, as the member, and the sources found in the top 10 (in
+    round 0). Each recall asks every question in a block of its own, and the blocks take turns, their
+    order rotating round by round. A block asks each question twice, timing both: the first ask
+    (`first_ask`) after the other recalls' blocks, the second in steady state, as a team's agents
+    recalling from the layer would find it (the figures the report's table shows). Taking turns question
+    by question instead, the shipped hybrid always ran after today's exact scans of the same layer, which
+    evict its pages from shared buffers: 20.1 ms at 100,000 rows where it takes 14.8 ms after a recall of
+    its own kind. `raw`: every sample in the summaries too."""
     act_as(conn, claims_for(built["user_id"], EMAIL))
     results = {"as": conn.execute(bench_query("layers_caller")).fetchone()[0]}
     for size, project_id in built["projects"].items():
         titles = dict(conn.execute(bench_query("layers_titles"), {"project_id": project_id}).fetchall())
         originals = {memory_id: built["originals"][size].get(title, set()) for memory_id, title in titles.items()}
-        sql = {recall: bench_query(f"layers_{recall}") for recall in RECALLS}
-        first_ask = {recall: Series() for recall in RECALLS}
-        series = {recall: Series() for recall in RECALLS}
-        found = dict.fromkeys(RECALLS, 0)
-        for round_ in range(ROUNDS):
-            for recall in rotated(RECALLS, round_):
+        sql = {recall: bench_query(f"layers_{recall}") for recall in recalls}
+        first_ask = {recall: Series() for recall in recalls}
+        series = {recall: Series() for recall in recalls}
+        found = dict.fromkeys(recalls, 0)
+        for round_ in rounds:
+            for recall in rotated(recalls, round_):
                 for timings in (first_ask[recall], series[recall]):
                     for q in questions:
                         args = dict(q, project_id=project_id)
@@ -208,10 +216,10 @@ def measure(conn: psycopg.Connection, built: dict, questions: list[dict], memori
                         if round_ == 0 and timings is series[recall]:
                             found[recall] += any(q["source"] in originals.get(row[0], ()) for row in rows)
         per_size = {"rows": len(titles)}  # what the member sees of the layer
-        for recall in RECALLS:
+        for recall in recalls:
             per_size[recall] = dict(
-                series[recall].summary(raw=False),
-                first_ask=first_ask[recall].summary(raw=False),
+                series[recall].summary(raw=raw),
+                first_ask=first_ask[recall].summary(raw=raw),
                 source_in_top_10=found[recall],
                 questions=len(questions),
             )
@@ -221,32 +229,48 @@ def measure(conn: psycopg.Connection, built: dict, questions: list[dict], memori
     return results
 
 
-def run(root: Path, adr_corpus: Path, sizes=LAYER_SIZES, seed: int = 42, say: Callable[[str], None] = print) -> dict:
-    """Build the layers on a throwaway cluster and measure them; the raw figures for the report."""
-    started = time.monotonic()
+def prepare(
+    conn: psycopg.Connection, memories: list[dict], vectors: dict, sizes, seed: int, say, before: bool
+) -> tuple[dict, dict]:
+    """The layers written (`build`), with today's lexical covering indexes when `before` (the
+    `lexical_before` arm reads them), vacuumed, the large layers' HNSW indexes built; returns what
+    `build` returns and the bytes split, with how long the writes and each index took."""
+    started_writing = time.monotonic()
+    built = build(conn, memories, vectors, sizes, seed, say)
+    written_in = time.monotonic() - started_writing
+    if before:
+        conn.execute(bench_query("layers_before_indexes"))
+    conn.commit()
+    say("vacuum analyze (index-only scans need the visibility map)")
+    conn.autocommit = True
+    conn.execute("vacuum analyze public.memories")
+    conn.execute("vacuum analyze public.memory_postings")
+    indexed_in = build_layer_indexes(conn, say)
+    conn.autocommit = False
+    storage = footprint.measure(conn)
+    return built, dict(storage, written_seconds=round(written_in, 1), layer_indexes=indexed_in)
+
+
+def embedded_corpus(root: Path, adr_corpus: Path, say) -> tuple[list[dict], list[dict], dict]:
+    """The real memories, the paraphrase questions, and the memories' vectors per column."""
     memories, paraphrases = real_memories(root, adr_corpus)
     say(f"embedding {len(memories)} real memories with {', '.join(MODELS.values())}")
     texts = [embeddings.memory_text(m["title"], m["body"]) for m in memories]
-    vectors = {column: passages(texts, model) for column, model in MODELS.items()}
+    return memories, paraphrases, {column: passages(texts, model) for column, model in MODELS.items()}
+
+
+def run(root: Path, adr_corpus: Path, sizes=LAYER_SIZES, seed: int = 42, say: Callable[[str], None] = print) -> dict:
+    """Build the layers on a throwaway cluster and measure them; the raw figures for the report."""
+    started = time.monotonic()
+    memories, paraphrases, vectors = embedded_corpus(root, adr_corpus, say)
     with throwaway_cluster(root, say) as cluster, psycopg.connect(cluster.url()) as conn:
-        started_writing = time.monotonic()
-        built = build(conn, memories, vectors, sizes, seed, say)
-        written_in = time.monotonic() - started_writing
-        conn.execute(bench_query("layers_before_indexes"))
-        conn.commit()
-        say("vacuum analyze (index-only scans need the visibility map)")
-        conn.autocommit = True
-        conn.execute("vacuum analyze public.memories")
-        conn.execute("vacuum analyze public.memory_postings")
-        indexed_in = build_layer_indexes(conn, say)
-        conn.autocommit = False
-        storage = footprint.measure(conn)
+        built, storage = prepare(conn, memories, vectors, sizes, seed, say, before=True)
         embedded = defaultdict(dict)
         for column, model, count in conn.execute(bench_query("layers_embedded")):
             embedded[column][model] = count
         questions = questions_for(conn, memories, paraphrases)
         say(f"measuring {len(questions)} questions x 2 asks x {ROUNDS} blocks per layer and recall")
-        layers = measure(conn, built, questions, memories)
+        layers = measure(conn, built, questions)
     return {
         "memories": len(memories),
         "adr_corpus": adr_corpus.exists(),
@@ -257,7 +281,7 @@ def run(root: Path, adr_corpus: Path, sizes=LAYER_SIZES, seed: int = 42, say: Ca
         "models": MODELS,
         "embedded": embedded,
         "layers": layers,
-        "storage": dict(storage, written_seconds=round(written_in, 1), layer_indexes=indexed_in),
+        "storage": storage,
         "machine": machine(),
         "seconds": round(time.monotonic() - started, 1),
     }

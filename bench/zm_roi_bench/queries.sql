@@ -383,13 +383,6 @@ select memory_id from public.recall(%(question)s, %(project_id)s, null, 10, fals
 select memory_id from public.recall(%(question)s, %(project_id)s, null, 10, false, %(embedding)s::extensions.vector,
                                     %(embedding_minilm)s::extensions.vector);
 
--- The half-precision experiment (--halfvec): both vector columns, and the covering indexes that hold
--- them, rewritten as halfvec(384); a query embedding casts to halfvec implicitly.
--- name: quality_halfvec
-alter table public.memories
-  alter column embedding type extensions.halfvec(384),
-  alter column embedding_minilm type extensions.halfvec(384);
-
 -- name: quality_templates
 select m.id, p.name as project, roi.template_question(m.kind, m.title, m.body) as question
 from public.memories m join public.projects p on p.id = m.project_id
@@ -617,22 +610,6 @@ vacuum analyze public.memories, public.memory_postings;
 select attname, attstorage from pg_attribute
 where attrelid = 'public.memories'::regclass and attname like 'embedding%%' and atttypid <> 'text'::regtype;
 
--- A change of type resets a column's storage to the type's default (external for both), which would move
--- the vectors to TOAST (decision 0019): each statement keeps them plain, in the row.
--- name: routes_halfvec
-alter table public.memories
-  alter column embedding type extensions.halfvec(384),
-  alter column embedding_minilm type extensions.halfvec(384),
-  alter column embedding set storage plain,
-  alter column embedding_minilm set storage plain;
-
--- name: routes_vector
-alter table public.memories
-  alter column embedding type extensions.vector(384),
-  alter column embedding_minilm type extensions.vector(384),
-  alter column embedding set storage plain,
-  alter column embedding_minilm set storage plain;
-
 -- The covering vector indexes (20_recall.sql) by name and definition.
 -- name: routes_covering_indexes
 select i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid)
@@ -653,12 +630,12 @@ alter table public.memories
 -- name: routes_drop_bq_columns
 alter table public.memories drop column embedding_bq, drop column embedding_minilm_bq;
 
--- One layer's HNSW index as pg_cron would build it (42_recall_layer_indexes.sql: m 32, ef_construction
--- 200), for its size in a layer too small to get one; the operator class names the column's type.
+-- One layer's HNSW index as pg_cron would build it (22_recall_layer_indexes.sql: m 32, ef_construction
+-- 200, halfvec's operator class), for its size in a layer too small to get one.
 -- name: routes_hnsw_statement
-select format('create index routes_hnsw on public.memories using hnsw (embedding extensions.%%s) '
+select format('create index routes_hnsw on public.memories using hnsw (embedding extensions.halfvec_cosine_ops) '
               'with (m = 32, ef_construction = 200) where project_id = %%L and scope = ''project'' '
-              'and invalidated_at is null and embedding is not null', %(opclass)s::text, %(project_id)s::text);
+              'and invalidated_at is null and embedding is not null', %(project_id)s::text);
 
 -- name: routes_hnsw_bytes
 select pg_relation_size('public.routes_hnsw');

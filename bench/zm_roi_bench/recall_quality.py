@@ -161,12 +161,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dump", help="write both legs of every question (ids and scores) as JSON here")
     parser.add_argument("--questions", default=str(root / "bench" / "eval" / "adr-paraphrases.jsonl"))
     parser.add_argument(
-        "--halfvec",
-        action="store_true",
-        help="experiment (decision 0021): store both vector columns as halfvec(384) after the import, their "
-        "covering indexes rebuilt with them; the recalls then compare in half precision",
-    )
-    parser.add_argument(
         "--bit-candidates",
         type=int,
         default=0,
@@ -189,9 +183,6 @@ def main(argv: list[str] | None = None) -> int:
         _say(f"importing and embedding {len(corpus)} memories")
         data = load(conn, corpus)
         conn.commit()
-        if args.halfvec:
-            conn.execute(bench_query("quality_halfvec"))
-            conn.commit()
         if args.bit_candidates and args.bit_centred:
             statement, MEANS["embedding"], MEANS["embedding_minilm"] = conn.execute(
                 bench_query("quality_bq_columns_centred"), {}

@@ -1,4 +1,4 @@
-"""Routes to fewer bytes per memory (issue 35, decision 0021), tried in place in a scratch database.
+"""Routes to fewer bytes per memory (issue 35, decisions 0021 and 0023), tried in place in a scratch database.
 
 Run: `PYTHONPATH=bench .venv/bin/python -m zm_roi_bench.routes [--size 10000] [--adr-corpus PATH] [--out FILE]`.
 
@@ -6,17 +6,15 @@ One layer of real text written the import's way (pages.py's `write_layer`: rows 
 both vector columns by the backfill's UPDATE; random unit vectors, whose bytes are the models'), then,
 in order, each layout measured with the bytes split of footprint.py (every part after a rewrite, so the
 layouts compare without dead space):
-- `today`: after `vacuum analyze` (the user's path), and after `vacuum full` (`today, rewritten`);
-- `halfvec`: both vector columns, and the covering indexes that hold them, as halfvec(384)
-  (`alter table ... type`); recall runs unchanged, a query vector casts to halfvec implicitly, so the
-  pages per recall of pages.py are measured too;
-- `halfvec + bit`: then each vector's sign bits as a stored bit(384) column and the covering indexes
-  holding those instead of the vectors; the heap keeps the (halfvec) vectors for the exact re-rank;
-- `bit`: the same with the heap's vectors back in vector (float4).
-Besides: the average bytes of each column, one layer's HNSW index (as pg_cron builds it) in vector and
-in halfvec, the pages one semantic leg reads exactly from today's covering index and with the bit index
-plus a re-rank of its best 80 from the heap, and the postings rebuilt in two compact layouts (lexemes
-as integer ids into a lexicon, with and without the primary key) beside a plain copy, for their sizes.
+- `today`: both vector columns halfvec(384), as the migrations define them (decision 0023), after
+  `vacuum analyze` (the user's path), and after `vacuum full` (`today, rewritten`), with pages.py's
+  pages per recall;
+- `bit`: each vector's sign bits as a stored bit(384) column and the covering indexes holding those
+  instead of the vectors; the heap keeps the halfvec vectors for the exact re-rank.
+Besides: the average bytes of each column, one layer's HNSW index as pg_cron builds it, the pages one
+semantic leg reads exactly from today's covering index and with the bit index plus a re-rank of its
+best 80 from the heap, and the postings rebuilt in two compact layouts (lexemes as integer ids into a
+lexicon, with and without the primary key) beside a plain copy, for their sizes.
 """
 
 from __future__ import annotations
@@ -73,10 +71,8 @@ def leg_buffers(
     return {"buffers_p50": statistics.median(touched), "ms_p50": round(statistics.median(ms), 2)}
 
 
-def hnsw_bytes(conn: psycopg.Connection, opclass: str, project_id: str) -> dict:
-    statement = conn.execute(
-        bench_query("routes_hnsw_statement"), {"opclass": opclass, "project_id": project_id}
-    ).fetchone()[0]
+def hnsw_bytes(conn: psycopg.Connection, project_id: str) -> dict:
+    statement = conn.execute(bench_query("routes_hnsw_statement"), {"project_id": project_id}).fetchone()[0]
     started = time.monotonic()
     maintenance_statement(conn, statement)
     seconds = round(time.monotonic() - started, 1)
@@ -91,21 +87,22 @@ def maintenance_statement(conn: psycopg.Connection, statement: str) -> None:
     conn.commit()
 
 
-def bit_indexes(conn: psycopg.Connection, covering: list[tuple[str, str]], drop: bool) -> None:
+def bit_indexes(conn: psycopg.Connection, covering: list[tuple[str, str]]) -> None:
     """The covering vector indexes (name, definition) replaced by the same indexes over the bit columns."""
     for name, definition in covering:
         column = "embedding_minilm" if "embedding_minilm" in definition else "embedding"
-        if drop:
-            conn.execute(f"drop index {name}")
+        conn.execute(f"drop index {name}")
         short = name.split(".")[-1]
         conn.execute(definition.replace(f", {column})", f", {column}_bq)").replace(short, f"{short}_bq"))
     conn.commit()
 
 
-def bit_route(conn: psycopg.Connection, covering: list, drop: bool, project_id: str, questions: list[dict]) -> dict:
-    """The bit columns and their covering indexes added, the table rewritten; its bytes and one leg's pages."""
+def bit_route(conn: psycopg.Connection, project_id: str, questions: list[dict]) -> dict:
+    """The bit columns and their covering indexes instead of the vectors', the table rewritten; its bytes
+    and one leg's pages."""
+    covering = conn.execute(bench_query("routes_covering_indexes")).fetchall()
     conn.execute(bench_query("routes_bq_columns"))
-    bit_indexes(conn, covering, drop)
+    bit_indexes(conn, covering)
     maintenance(conn, "routes_vacuum_full_memories", "routes_analyze")
     figure = snapshot(conn)
     figure["bq_leg"] = leg_buffers(conn, LEG_BUFFERS[1], project_id, questions)
@@ -136,23 +133,10 @@ def run(size: int, seed: int, adr_corpus: Path, hnsw: bool, say=print) -> dict:
         routes["today, rewritten"] = snapshot(conn, recall)
         routes["today, rewritten"]["exact_leg"] = leg_buffers(conn, LEG_BUFFERS[0], project_id, questions)
         if hnsw:
-            say("one layer's HNSW index, vector")
-            figures["hnsw"] = {"vector": hnsw_bytes(conn, "vector_cosine_ops", project_id)}
-        say("halfvec")
-        conn.execute(bench_query("routes_halfvec"))
-        maintenance(conn, "routes_vacuum_full_memories", "routes_analyze")
-        routes["halfvec"] = snapshot(conn, recall)
-        routes["halfvec"]["exact_leg"] = leg_buffers(conn, LEG_BUFFERS[0], project_id, questions)
-        if hnsw:
-            say("one layer's HNSW index, halfvec")
-            figures["hnsw"]["halfvec"] = hnsw_bytes(conn, "halfvec_cosine_ops", project_id)
+            say("one layer's HNSW index")
+            figures["hnsw"] = hnsw_bytes(conn, project_id)
         say("bit covering indexes, halfvec in the heap")
-        covering = conn.execute(bench_query("routes_covering_indexes")).fetchall()
-        routes["halfvec + bit"] = bit_route(conn, covering, True, project_id, questions)
-        say("bit covering indexes, vectors in the heap")
-        conn.execute(bench_query("routes_drop_bq_columns"))  # their indexes go with them
-        conn.execute(bench_query("routes_vector"))
-        routes["bit"] = bit_route(conn, covering, False, project_id, questions)
+        routes["bit"] = bit_route(conn, project_id, questions)
         say("compact postings")
         conn.execute(bench_query("routes_postings_lexicon"))
         conn.execute(bench_query("routes_postings_copy"))

@@ -196,5 +196,6 @@ def minilm() -> _MiniLM:
 
 
 def literal(vector: Sequence[float]) -> str:
-    """pgvector's text form, for a `%s::extensions.vector` parameter."""
+    """pgvector's text form, for a `%s::extensions.vector` (a query) or `%s::extensions.halfvec` (a stored
+    memory's) parameter."""
     return "[" + ",".join(f"{x:.7g}" for x in vector) + "]"

@@ -222,7 +222,7 @@ select count(*) from public.memories
 where id = any(%(ids)s::uuid[]) and invalidated_at is null and embedding_model is distinct from %(model)s;
 
 -- name: store_memory_embedding
-update public.memories set embedding = %(embedding)s::extensions.vector, embedding_model = %(model)s
+update public.memories set embedding = %(embedding)s::extensions.halfvec, embedding_model = %(model)s
 where id = %(id)s;
 
 -- The same four and the store for the second leg's column (MiniLM).
@@ -247,7 +247,7 @@ select count(*) from public.memories
 where id = any(%(ids)s::uuid[]) and invalidated_at is null and embedding_minilm_model is distinct from %(model)s;
 
 -- name: store_memory_embedding_minilm
-update public.memories set embedding_minilm = %(embedding)s::extensions.vector, embedding_minilm_model = %(model)s
+update public.memories set embedding_minilm = %(embedding)s::extensions.halfvec, embedding_minilm_model = %(model)s
 where id = %(id)s;
 
 -- Questions are the worker's to embed: the backfill only queues them (roi_embedder reads no question).

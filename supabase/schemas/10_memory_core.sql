@@ -66,11 +66,14 @@ create table public.memories (
   -- The memory's embedding (384 dimensions) and the model that produced it, written from outside the
   -- database by the Python package's one embedding door (import, `zm-roi embed`). Null until then:
   -- recall's lexical leg still finds the memory. A change of title or body clears both (85_embeddings.sql).
-  embedding extensions.vector(384),
+  -- Stored in half precision (halfvec: 2 bytes a dimension, 776 a vector against 1,544 in `vector`),
+  -- here and in every index that holds it; recall ranks as well as with float4 (docs/decisions/0023).
+  -- Written as pgvector's text '[...]' or as a `vector`, which casts to halfvec by itself.
+  embedding extensions.halfvec(384),
   embedding_model text,
   -- The second offline model's embedding (all-MiniLM-L6-v2, 384 dimensions) and its model, for the
   -- third leg of recall; written and cleared like the first. Null with a hosted model (docs/recall.md).
-  embedding_minilm extensions.vector(384),
+  embedding_minilm extensions.halfvec(384),
   embedding_minilm_model text,
   constraint memories_scope_owner check (
     (scope = 'personal' and project_id is null and team_id is null)
@@ -83,6 +86,7 @@ create table public.memories (
 -- the vectors of a row written by the import (the row, then each vector by UPDATE) out of line, and
 -- each exact distance of the hybrid recall then read the TOAST index and a TOAST page, ~7 buffers a row
 -- (docs/decisions/0019). `plain`: never out of line, never compressed (float vectors do not compress);
+-- a change of a column's type resets its storage to the type's default, so it is set again with it;
 -- `main` for `search`, so a row sheds its title and body first, which recall reads only for the rows it
 -- returns, while the lexical leg's ts_rank reads `search` from the row.
 alter table public.memories

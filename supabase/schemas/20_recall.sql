@@ -65,9 +65,10 @@
 -- ============================================================================================
 -- Indexes
 -- ============================================================================================
--- The semantic leg's covering indexes: each layer's vectors together and inline (~4 a page). A
--- 384-dimension vector always fits a b-tree entry (1.5 kB of 2.7 kB), so no row is left out; the
--- price is the vectors stored a second time (~1.9 kB per embedded memory with the entry's overhead).
+-- The semantic leg's covering indexes: each layer's vectors together and inline (~8 a page). A
+-- 384-dimension halfvec always fits a b-tree entry (776 bytes of 2.7 kB), so no row is left out; the
+-- price is the vectors stored a second time (~1 kB per embedded memory and leg with the entry's
+-- overhead; twice that in float4 before, docs/decisions/0023).
 create index memories_personal_embedding_idx on public.memories (author_id)
   include (scope, project_id, team_id, created_at, id, embedding)
   where invalidated_at is null and scope = 'personal' and embedding is not null;
@@ -278,7 +279,8 @@ $$;
 -- whose embedding is null is left out, so a deployment with one hosted model fuses two legs), over
 -- the layers the lexical leg reads (roi.recall_layers): the semantic legs rank the embedded memories
 -- by exact cosine distance from their covering indexes alone (index-only scans: id, created_at and the
--- distance; `minilm` on the second column), or, in a layer with HNSW indexes of its own
+-- distance; `minilm` on the second column; the stored vectors are halfvec, and a query embedding casts
+-- to halfvec once per call, folded into the plan's constant), or, in a layer with HNSW indexes of its own
 -- (22_recall_layer_indexes.sql), by those (ef_search 200; the e5 leg alone at 100,000 real-text
 -- rows: the source in the top 10 for 70 of 81 questions against 73 exact, 2.3 against 275 ms), each
 -- keeping its best 2 × match_count. Reciprocal rank fusion adds weight / (k + rank) per leg (k and

@@ -27,6 +27,8 @@
 -- The HNSW indexes the layers with at least `min_rows` live memories should have, one per layer and
 -- embedding column, with their state and the one statement that moves them on: building it while
 -- missing, dropping it while invalid and no build is running, none once valid (or while building).
+-- The operator class is halfvec's, the columns' type (10_memory_core.sql): an index built over `vector`
+-- before the columns became halfvec was dropped with that change and is built again from here.
 create function roi.layer_vector_indexes(min_rows integer default 20000)
   returns table (index_name text, state text, statement text)
   language sql stable security invoker set search_path = ''
@@ -60,7 +62,7 @@ as $$
               else 'invalid' end,
          case when f.valid is null then
                 format('create index concurrently if not exists %I on public.memories using hnsw '
-                       '(%I extensions.vector_cosine_ops) with (m = 32, ef_construction = 200) '
+                       '(%I extensions.halfvec_cosine_ops) with (m = 32, ef_construction = 200) '
                        'where %I = %L and scope = %L and invalidated_at is null',
                        f.index_name, f.column_name, f.scope || '_id', f.layer_id, f.scope)
               when not f.valid and not f.building then

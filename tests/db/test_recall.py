@@ -334,3 +334,5 @@ def test_a_small_project_next_to_a_large_one_is_read_from_its_covering_indexes(o
     assert len(hits) == 10
     assert any("memories_project_embedding_idx" in plan for plan in plans), f"the semantic leg left its index: {plans}"
     assert not [plan for plan in plans if "Seq Scan on memories" in plan], "a pinned recall scanned the table"
+    # The stored vectors are halfvec: the query's `vector` is cast once, into the plan's constant.
+    assert any("]'::extensions.halfvec" in plan for plan in plans), "the query vector is not a halfvec constant"

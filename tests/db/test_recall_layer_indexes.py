@@ -5,12 +5,15 @@ it creates indexes and lets pg_cron run them."""
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import psycopg
 import pytest
 
-from tests.conftest import throwaway_cluster
+from tests.conftest import ROOT, throwaway_cluster
 from tests.support import NESTED_PLANS, wait_for
-from zm_roi import embeddings
+from zm_roi import embeddings, localdb
 from zm_roi.identity import act_as, claims_for
 
 LARGE = 15000  # rows of the large layer; the test's threshold is below it, the small layer's far below
@@ -76,8 +79,8 @@ def recall_as(conn: psycopg.Connection, user_id, project_id, vectors=None) -> tu
     return planned(conn, user_id, RECALL, (project_id, *vectors))
 
 
-def index_states(conn: psycopg.Connection) -> dict[str, str]:
-    return dict(conn.execute("select index_name, state from roi.layer_vector_indexes(%s)", (THRESHOLD,)).fetchall())
+def index_states(conn: psycopg.Connection, threshold: int = THRESHOLD) -> dict[str, str]:
+    return dict(conn.execute("select index_name, state from roi.layer_vector_indexes(%s)", (threshold,)).fetchall())
 
 
 def index_jobs(conn: psycopg.Connection) -> list[str]:
@@ -188,3 +191,71 @@ def test_a_large_team_layer_is_read_from_its_own_index(layers):
     )
     assert len(hits) == 10
     assert any(name in plan for plan in plans), "the team pin's recall left its layer's index"
+
+
+HALF_PRECISION = "20261203040000"  # the migration that made both vector columns halfvec(384)
+
+
+def migrations_before(version: str, folder: Path) -> Path:
+    """A project folder holding this checkout's config and the migrations before `version`."""
+    shutil.copytree(ROOT / "supabase", folder / "supabase")
+    for path in (folder / "supabase" / "migrations").glob("*.sql"):
+        if path.name >= version:
+            path.unlink()
+    (folder / "node_modules").symlink_to(ROOT / "node_modules")  # the same pinned CLI
+    return folder
+
+
+def test_layer_indexes_of_float4_vectors_give_way_to_half_precision_ones(tmp_path):
+    """A database whose large layer has HNSW indexes over `vector` (and a build still scheduled) takes the
+    migration to halfvec: the rewrite cannot carry vector's operator class, so those indexes and the
+    scheduled build go, every vector survives in half precision, stored plain, and the decision's
+    statements build the layer's indexes again with halfvec's operator class."""
+    older = migrations_before(HALF_PRECISION, tmp_path)
+    push_older = lambda root, url: localdb.push_migrations(older, url)  # noqa: E731
+    with throwaway_cluster(push_older) as own, psycopg.connect(own.url(), autocommit=True) as conn:
+        member = conn.execute("insert into auth.users (email) values ('half@layers.test') returning id").fetchone()[0]
+        project = conn.execute("insert into public.projects (name) values ('half-layer') returning id").fetchone()[0]
+        conn.execute("insert into public.project_members values (%s, %s)", (project, member))
+        conn.execute(
+            """insert into public.memories (author_id, scope, project_id, kind, title, body,
+                                            embedding, embedding_model, embedding_minilm, embedding_minilm_model)
+               select %(member)s, 'project', %(project)s, 'decision', 'Deploy note ' || i,
+                      'We deploy the service ' || i || ' after the checks pass.',
+                      array(select random()::real from generate_series(1, 384) where i > 0)::extensions.vector, 'test',
+                      array(select random()::real from generate_series(1, 384) where i > 0)::extensions.vector, 'test'
+               from generate_series(1, 600) i""",
+            {"member": member, "project": project},
+        )
+        before = dict(conn.execute("select id, embedding_minilm::text from public.memories").fetchall())
+        statements = dict(conn.execute("select index_name, statement from roi.layer_vector_indexes(500)"))
+        first, second = sorted(statements)
+        assert all("vector_cosine_ops" in s and "halfvec" not in s for s in statements.values())
+        conn.execute(statements[first])
+        assert conn.execute("select roi.schedule_layer_indexes(500)").fetchone()[0] == 1
+        conn.execute("update cron.job set active = false where jobname = %s", (f"zm-roi-{second}",))
+        assert index_jobs(conn) == [f"zm-roi-{second}"]
+
+        localdb.push_migrations(ROOT, own.url())
+
+        types = conn.execute(
+            """select attname, atttypmod, attstorage from pg_catalog.pg_attribute
+               where attrelid = 'public.memories'::regclass and atttypid = 'extensions.halfvec'::regtype
+               order by attname"""
+        ).fetchall()
+        assert types == [("embedding", 384, "p"), ("embedding_minilm", 384, "p")], "halfvec(384), stored plain"
+        after = dict(conn.execute("select id, embedding_minilm::text from public.memories").fetchall())
+        assert after.keys() == before.keys()
+        halved = {
+            memory_id: conn.execute("select %s::extensions.halfvec::text", (text,)).fetchone()[0]
+            for memory_id, text in list(before.items())[:20]
+        }
+        assert {memory_id: after[memory_id] for memory_id in halved} == halved, "a vector changed beyond rounding"
+
+        assert index_states(conn, 500) == {first: "missing", second: "missing"}, "the float4 indexes are gone"
+        assert index_jobs(conn) == [], "the build scheduled with the old statement is gone"
+        statements = dict(conn.execute("select index_name, statement from roi.layer_vector_indexes(500)"))
+        assert all("halfvec_cosine_ops" in s for s in statements.values())
+        for name in (first, second):
+            conn.execute(statements[name])
+        assert index_states(conn, 500) == {first: "valid", second: "valid"}

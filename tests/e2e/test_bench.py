@@ -15,7 +15,7 @@ import pytest
 import zm_roi_bench as bench
 from tests.conftest import ROOT
 from zm_roi import embeddings
-from zm_roi_bench import compare, layers, report
+from zm_roi_bench import compare, layers, layers_compare, report
 from zm_roi_bench.measure import Plan
 
 TINY = Plan(
@@ -215,3 +215,30 @@ def test_base_runs_side_by_side_each_database_through_its_own_verbs(tmp_path):
     assert all(d["left_in_queue"] == 0 for d in results["head"]["figures"]["drains"].values())
     assert [row["verdict"] for row in results["comparison"] if row["ratio"] is None] == []
     assert "| figure | n per side | base ms | head ms | head / base | verdict |" in md.read_text()
+
+
+def test_the_layer_curve_runs_side_by_side_with_another_commit(tmp_path):
+    """`make bench SIZE=layers BASE=…` at tiny sizes: both databases hold the same rows (each from its own
+    commit's migrations), every question is timed on both in every round, and each layer size and recall
+    is compared at the layer bench's bar."""
+    results = layers_compare.run(
+        ROOT, tmp_path / "no-adr-corpus.jsonl", "HEAD", sizes=(200, 400), rounds=2, say=lambda _: None
+    )
+    assert (
+        results["base"]["commit"]
+        == subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    )
+    for side in ("base", "head"):
+        assert [legs["rows"] for legs in results[side]["layers"].values()] == [200, 400], side
+        assert results[side]["storage"]["memories"] == 600, side
+        for recall in layers_compare.RECALLS:
+            assert [legs[recall]["n"] for legs in results[side]["layers"].values()] == [2 * layers.TEMPLATED] * 2
+            assert results[side]["layers"]["200"][recall]["source_in_top_10"] >= 0.9 * layers.TEMPLATED, side
+    assert [(row["size"], row["recall"]) for row in results["comparison"]] == [
+        (size, recall) for size in ("200", "400") for recall in layers_compare.RECALLS
+    ]
+    assert all(row["ratio"] is not None for row in results["comparison"])
+    md, raw = layers_compare.write(results, tmp_path)
+    assert "| 400 | hybrid |" in md.read_text() and json.loads(raw.read_text())["rounds"] == 2

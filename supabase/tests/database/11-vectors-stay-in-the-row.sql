@@ -3,8 +3,18 @@
 -- vector column by UPDATE) leaves nothing recall reads in TOAST. With pgvector's default (external),
 -- a row past ~2 kB had a vector moved out of line, and each exact distance then read the TOAST index
 -- and a TOAST page: ~3 buffers a vector, ~7 a row for the hybrid recall (docs/decisions/0019).
+-- 20261203040000_vectors_in_half_precision: both are halfvec(384), and still plain (a change of type
+-- resets the storage; the migration sets it again in the same statement, docs/decisions/0023).
 begin;
-select plan(4);
+select plan(5);
+
+select is(
+  array(select attname::text || ' ' || atttypmod from pg_catalog.pg_attribute
+        where attrelid = 'public.memories'::regclass and attname in ('embedding', 'embedding_minilm')
+          and atttypid = 'extensions.halfvec'::regtype
+        order by attname),
+  array['embedding 384', 'embedding_minilm 384'],
+  'both vectors are stored in half precision, 384 dimensions');
 
 -- A 384-dimension vector of sines: distinct per seed and incompressible, like a real embedding (one of
 -- zeros and ones would be compressed and prove nothing).
