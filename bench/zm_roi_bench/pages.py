@@ -35,7 +35,9 @@ import json
 import os
 import random
 import statistics
+import time
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
@@ -46,7 +48,7 @@ from zm_roi.importer import MemoryLine, Target, insert_memories
 from zm_roi.queries import query
 from zm_roi_bench import footprint
 from zm_roi_bench.cluster import machine, server, throwaway_cluster
-from zm_roi_bench.layers import EMAIL, layer_rows, real_memories
+from zm_roi_bench.layers import EMAIL, build_layer_indexes, layer_rows, real_memories
 from zm_roi_bench.sql import bench_query
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout (this file is bench/zm_roi_bench/pages.py)
@@ -59,6 +61,13 @@ LEGS = ("embedding_minilm", "embedding")
 # The small shared_buffers of a cold run (--cold), set for the whole run, warm figures included.
 COLD_SHARED_BUFFERS = "128MB"
 STORE = {"embedding": "store_memory_embedding", "embedding_minilm": "store_memory_embedding_minilm"}
+# The moments a layer is measured at: right after the import (statistics only), once vacuum has set the
+# visibility maps, and once the large layers' HNSW indexes exist (below 20,000 rows there are none).
+MOMENTS = ("after_import", "after_vacuum", "with_indexes")
+# Issue 35's goal for a hybrid recall, at every layer size and moment: 2,000 shared buffers (16 MB).
+GOAL_BUFFERS = 2_000
+# How often --to-fast-recall measures: pg_cron's schedules move by the minute.
+POLL_SECONDS = 60
 
 
 def unit_vector(rng: random.Random) -> str:
@@ -105,6 +114,24 @@ def write_layer(conn: psycopg.Connection, memories: list[dict], size: int, seed:
                 )
             conn.commit()
     return str(project_id)
+
+
+def reach(conn: psycopg.Connection, moment: str, say) -> dict:
+    """Bring the database to `moment` as its owner, outside a transaction (vacuum and CREATE INDEX
+    CONCURRENTLY refuse one), database-wide, the postings included: whether their visibility map is set
+    decides what the lexical leg's index-only scans cost. The index builds' seconds are what building
+    them in the import's last step would add to it."""
+    conn.commit()
+    conn.autocommit = True
+    try:
+        if moment == "with_indexes":
+            took = {"build_seconds": build_layer_indexes(conn, say)}
+            conn.execute(bench_query("pages_analyze"))
+            return took
+        conn.execute(bench_query("pages_analyze" if moment == "after_import" else "pages_vacuum_analyze"))
+        return {}
+    finally:
+        conn.autocommit = False
 
 
 def buffers(plan: dict) -> int:
@@ -244,15 +271,11 @@ def run(
             figures["attstorage"] = dict(conn.execute(bench_query("pages_storage")).fetchall())
             projects = {size: write_layer(conn, memories, size, seed, say) for size in sizes}
             user_id = conn.execute(bench_query("layers_user_id"), {"email": EMAIL}).fetchone()[0]
-            # Database-wide, the postings included: whether their visibility map is set decides what the
-            # lexical leg's index-only scans cost.
-            for moment, statement in (("after_import", "pages_analyze"), ("after_vacuum", "pages_vacuum_analyze")):
-                conn.commit()
-                conn.autocommit = True
-                conn.execute(bench_query(statement))
-                conn.autocommit = False
+            for moment in MOMENTS:
+                say(f"reaching {moment}")
+                took = reach(conn, moment, say)
                 say(f"measuring {moment}")
-                figures["moments"][moment] = {
+                figures["moments"][moment] = took | {
                     "bytes": footprint.measure(conn),
                     "layers": {size: measure(conn, user_id, projects[size], questions) for size in sizes},
                 }
@@ -264,7 +287,6 @@ def run(
                     }
                     conn = psycopg.connect(cluster.url())
                 if explain:
-                    conn.commit()
                     conn.autocommit = True
                     figures["moments"][moment]["nested"] = nested_plans(
                         conn, user_id, projects[max(sizes)], questions[0]
@@ -275,6 +297,71 @@ def run(
         finally:
             conn.close()
     return figures
+
+
+def run_to_fast_recall(sizes, seed: int, adr_corpus: Path, timeout_minutes: float, say=print) -> dict:
+    """From the end of an import to fast recall, end to end, with nothing done by hand: the layers are
+    written the import's way with autovacuum on, pg_cron's ten-minute index decision is switched on at
+    the import's end (the bench's cluster starts with every job paused), and every POLL_SECONDS the
+    member's recalls are measured and the indexes' states read, until every large layer's indexes are
+    valid and autovacuum has visited both tables, or `timeout_minutes` pass. Where in the ten minutes
+    the import ended is recorded: the first decision comes 0 to 10 minutes later."""
+    os.environ["ZM_EMBEDDING_MODEL"] = "none"
+    memories, paraphrases = real_memories(ROOT, adr_corpus)
+    questions = random_questions(paraphrases, seed)
+    figures = {"machine": machine(), "sizes": list(sizes), "goal_buffers": GOAL_BUFFERS, "timeline": []}
+    with throwaway_cluster(ROOT, say) as cluster, psycopg.connect(cluster.url()) as conn:
+        figures["server"] = server(conn)["version"]
+        projects = {size: write_layer(conn, memories, size, seed, say) for size in sizes}
+        user_id = conn.execute(bench_query("layers_user_id"), {"email": EMAIL}).fetchone()[0]
+        conn.execute(bench_query("pages_activate_index_decision"))
+        conn.commit()
+        started, ended_at = time.monotonic(), datetime.now(UTC)
+        before = vacuum_stats(conn)
+        figures["import_ended_at"] = ended_at.isoformat(timespec="seconds")
+        figures["minutes_to_first_decision"] = round(10 - (ended_at.minute % 10 + ended_at.second / 60), 1)
+        while True:
+            point = {"seconds": round(time.monotonic() - started)}
+            point["indexes"] = dict(conn.execute(bench_query("pages_index_states")).fetchall())
+            point["vacuum"] = vacuum_stats(conn)
+            conn.commit()
+            point["layers"] = {size: measure(conn, user_id, projects[size], questions) for size in sizes}
+            figures["timeline"].append(point)
+            say(
+                f"{point['seconds']} s: {point['indexes']} hybrid buffers "
+                f"{ {size: f['hybrid']['buffers_p50'] for size, f in point['layers'].items()} }"
+            )
+            settled = all(state == "valid" for state in point["indexes"].values()) and vacuumed_since(
+                before, point["vacuum"]
+            )
+            if settled or point["seconds"] > timeout_minutes * 60:
+                break
+            time.sleep(POLL_SECONDS)
+    figures["settled"] = settled
+    figures["seconds_to_goal"] = {size: seconds_to_goal(figures["timeline"], size) for size in sizes}
+    return figures
+
+
+def vacuum_stats(conn: psycopg.Connection) -> dict:
+    """Per table (memories, postings): autovacuum's visits, dead rows, rows inserted since a vacuum."""
+    return {
+        table: {"autovacuums": visits, "dead": dead, "inserted_since_vacuum": inserted}
+        for table, visits, dead, inserted in conn.execute(bench_query("pages_vacuum_stats")).fetchall()
+    }
+
+
+def vacuumed_since(before: dict, now: dict) -> bool:
+    """Whether autovacuum has visited both tables since the import's end, or had already visited them
+    after its last write (nothing dead, nothing inserted since)."""
+    return all(
+        now[t]["autovacuums"] > before[t]["autovacuums"] or not (now[t]["dead"] or now[t]["inserted_since_vacuum"])
+        for t in now
+    )
+
+
+def seconds_to_goal(timeline: list[dict], size: int) -> int | None:
+    """When a layer's hybrid recall first touched no more than GOAL_BUFFERS, from the import's end."""
+    return next((p["seconds"] for p in timeline if p["layers"][size]["hybrid"]["buffers_p50"] <= GOAL_BUFFERS), None)
 
 
 def main() -> None:
@@ -293,10 +380,21 @@ def main() -> None:
         help=f"shared_buffers {COLD_SHARED_BUFFERS}, and each recall also measured cold: the server restarted and "
         "the OS page cache dropped first (root only)",
     )
+    parser.add_argument(
+        "--to-fast-recall",
+        action="store_true",
+        help="instead of the moments: from the import's end, autovacuum and pg_cron's index jobs as they "
+        "run, the recalls measured every minute until the large layers' indexes are valid",
+    )
+    parser.add_argument("--timeout-minutes", type=float, default=45)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    if args.to_fast_recall:
+        print_json(run_to_fast_recall(sizes, args.seed, args.adr_corpus, args.timeout_minutes), args.out)
+        return
     figures = run(
-        [int(s) for s in args.sizes.split(",")],
+        sizes,
         args.storage,
         args.toast_target,
         args.seed,

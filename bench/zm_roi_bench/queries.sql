@@ -551,6 +551,19 @@ analyze;
 -- name: pages_vacuum_analyze
 vacuum analyze;
 
+-- From the import's end to fast recall (pages.py --to-fast-recall): pg_cron's ten-minute index decision
+-- switched back on, the large layers' indexes' states, and what autovacuum has left to do on the two tables
+-- (the statistics lag a write by up to a second).
+-- name: pages_activate_index_decision
+update cron.job set active = true where jobname = 'zm-roi-layer-indexes';
+
+-- name: pages_index_states
+select index_name, state from roi.layer_vector_indexes();
+
+-- name: pages_vacuum_stats
+select relname, autovacuum_count, n_dead_tup, n_ins_since_vacuum from pg_stat_user_tables
+where relid in ('public.memories'::regclass, 'public.memory_postings'::regclass);
+
 -- name: pages_project_ids
 select id from public.memories where project_id = %(project_id)s order by id;
 
