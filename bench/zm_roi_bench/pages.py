@@ -8,13 +8,20 @@ Each layer is one project of real text (the demo corpus and, when present, the p
 in the layer bench, `layers.layer_rows`). Rows are written by the importer with embeddings off
 (`importer.insert_memories`), then both vector columns are filled by the backfill's own UPDATE, batch
 by batch in id order (`store_memory_embedding*`, backfill.BATCH rows a commit), MiniLM's column first
-then e5's, as `zm-roi import` fills them. The vectors are deterministic random unit vectors, not the
-models' (embedding 10,000 rows with both models takes ~20 min here): recall's exact scans read every
-row's vector whatever its values, and what decides the pages is the vectors' bytes. Autovacuum is off
-on the memories and their postings while the layers are written and measured "after import"
-(`analyze` only): the figure is that moment's, before the daemon sets either table's visibility map
-(without it every index-only scan fetches the heap), not a race with it. Then `vacuum analyze`, and
-measured again.
+then e5's, as `zm-roi import` fills them. By default the vectors are deterministic random unit vectors,
+not the models' (embedding 10,000 rows with both models takes ~20 min here): recall's exact scans read
+every row's vector whatever its values, and what decides their pages is the vectors' bytes. An HNSW walk
+does depend on the values: `--vectors real` embeds the corpus once and gives each copy its original's
+vectors, perturbed as the layer bench does. Autovacuum is off on the memories and their postings while
+the layers are written and measured "after import" (`analyze` only): the figure is that moment's,
+before the daemon sets either table's visibility map (without it every index-only scan fetches the
+heap), not a race with it. Then `vacuum analyze`, and measured again; then the large layers' HNSW
+indexes built with the statements pg_cron runs, one after the other (their seconds are what building
+them in the import's last step would add), and measured a third time.
+
+`--to-fast-recall` measures instead the way from the import's end to fast recall with nothing done by
+hand: autovacuum on, pg_cron's index decision switched on at the import's end, the recalls measured
+every minute until the large layers' indexes are valid (`run_to_fast_recall`).
 
 The figure is the top plan node's shared buffers (hit + read) of `EXPLAIN (ANALYZE, BUFFERS)` over
 `select * from public.recall(...)`: a function's nested statements run inside that node, so it counts
@@ -48,7 +55,7 @@ from zm_roi.importer import MemoryLine, Target, insert_memories
 from zm_roi.queries import query
 from zm_roi_bench import footprint
 from zm_roi_bench.cluster import machine, server, throwaway_cluster
-from zm_roi_bench.layers import EMAIL, build_layer_indexes, layer_rows, real_memories
+from zm_roi_bench.layers import EMAIL, MODELS, build_layer_indexes, embedded_corpus, layer_rows, real_memories
 from zm_roi_bench.sql import bench_query
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout (this file is bench/zm_roi_bench/pages.py)
@@ -87,29 +94,51 @@ def random_questions(paraphrases: list[dict], seed: int) -> list[dict]:
     ]
 
 
-def write_layer(conn: psycopg.Connection, memories: list[dict], size: int, seed: int, say) -> str:
-    """A project of `size` rows written as the import writes them; returns its id."""
-    name = f"pages layer of {size}"
-    rows = [
-        MemoryLine(kind=kind, title=title, body=body)
-        for _, kind, title, body, _ in layer_rows(memories, {}, size, seed)
+def corpus(adr_corpus: Path, seed: int, vectors: str, say) -> tuple[list[dict], dict, list[dict]]:
+    """The real memories, their vectors per column (none when random), and the questions to ask."""
+    if vectors == "random":
+        memories, paraphrases = real_memories(ROOT, adr_corpus)
+        return memories, {}, random_questions(paraphrases, seed)
+    memories, paraphrases, embedded = embedded_corpus(ROOT, adr_corpus, say)
+    return memories, embedded, real_questions(paraphrases)
+
+
+def real_questions(paraphrases: list[dict]) -> list[dict]:
+    """The first QUESTIONS paraphrases, each with its query embedding from both models."""
+    chosen = paraphrases[:QUESTIONS]
+    texts = [p["question"] for p in chosen]
+    vectors = {column: embeddings.embed(texts, as_query=True, model=model).vectors for column, model in MODELS.items()}
+    return [
+        {"question": text, **{column: embeddings.literal(v[i]) for column, v in vectors.items()}}
+        for i, text in enumerate(texts)
     ]
+
+
+def write_layer(conn: psycopg.Connection, memories: list[dict], vectors: dict, size: int, seed: int, say) -> str:
+    """A project of `size` rows written as the import writes them; returns its id. With `vectors` (the
+    originals' real embeddings per column) a row gets its original's, perturbed as the layer bench does;
+    without, a random unit vector per column."""
+    name = f"pages layer of {size}"
+    rows = list(layer_rows(memories, vectors, size, seed))
     say(f"importing {size:,} rows (embeddings off)")
     for start in range(0, len(rows), 1000):
-        insert_memories(conn, rows[start : start + 1000], Target(EMAIL, project=name))
+        batch = rows[start : start + 1000]
+        lines = [MemoryLine(kind=kind, title=title, body=body) for _, kind, title, body, _ in batch]
+        insert_memories(conn, lines, Target(EMAIL, project=name))
         conn.commit()
     project_id = conn.execute(bench_query("layers_project_id"), {"name": name}).fetchone()[0]
+    literals = {(title, body): by_column for _, _, title, body, by_column in rows}
     rng = random.Random(seed)  # noqa: S311 - reproducible vectors, not secrets
-    ids = [r[0] for r in conn.execute(bench_query("pages_project_ids"), {"project_id": project_id})]
+    stored = conn.execute(bench_query("pages_project_rows"), {"project_id": project_id}).fetchall()
     for leg in LEGS:
         say(f"filling {leg} by UPDATE in batches of {backfill.BATCH}")
-        for start in range(0, len(ids), backfill.BATCH):
+        for start in range(0, len(stored), backfill.BATCH):
             with conn.cursor() as cur:
                 cur.executemany(
                     query(STORE[leg]),
                     [
-                        {"id": i, "embedding": unit_vector(rng), "model": "random"}
-                        for i in ids[start : start + backfill.BATCH]
+                        {"id": i, "embedding": literals[title, body].get(leg) or unit_vector(rng), "model": "bench"}
+                        for i, title, body in stored[start : start + backfill.BATCH]
                     ],
                 )
             conn.commit()
@@ -234,15 +263,16 @@ def run(
     search_storage: str | None = None,
     say=print,
     cold: bool = False,
+    vectors: str = "random",
 ) -> dict:
+    memories, vectors_of, questions = corpus(adr_corpus, seed, vectors, say)
     os.environ["ZM_EMBEDDING_MODEL"] = "none"  # the import writes rows only; the vectors come after
-    memories, paraphrases = real_memories(ROOT, adr_corpus)
-    questions = random_questions(paraphrases, seed)
     figures = {
         "machine": machine(),
         "storage": storage,
         "toast_tuple_target": toast_target,
         "sizes": list(sizes),
+        "vectors": vectors,
         "shared_buffers": COLD_SHARED_BUFFERS if cold else None,
         "moments": {},
     }
@@ -269,7 +299,7 @@ def run(
                 conn.execute(statement)
             conn.commit()
             figures["attstorage"] = dict(conn.execute(bench_query("pages_storage")).fetchall())
-            projects = {size: write_layer(conn, memories, size, seed, say) for size in sizes}
+            projects = {size: write_layer(conn, memories, vectors_of, size, seed, say) for size in sizes}
             user_id = conn.execute(bench_query("layers_user_id"), {"email": EMAIL}).fetchone()[0]
             for moment in MOMENTS:
                 say(f"reaching {moment}")
@@ -299,20 +329,22 @@ def run(
     return figures
 
 
-def run_to_fast_recall(sizes, seed: int, adr_corpus: Path, timeout_minutes: float, say=print) -> dict:
+def run_to_fast_recall(
+    sizes, seed: int, adr_corpus: Path, timeout_minutes: float, vectors: str = "random", say=print
+) -> dict:
     """From the end of an import to fast recall, end to end, with nothing done by hand: the layers are
     written the import's way with autovacuum on, pg_cron's ten-minute index decision is switched on at
     the import's end (the bench's cluster starts with every job paused), and every POLL_SECONDS the
     member's recalls are measured and the indexes' states read, until every large layer's indexes are
     valid and autovacuum has visited both tables, or `timeout_minutes` pass. Where in the ten minutes
     the import ended is recorded: the first decision comes 0 to 10 minutes later."""
+    memories, vectors_of, questions = corpus(adr_corpus, seed, vectors, say)
     os.environ["ZM_EMBEDDING_MODEL"] = "none"
-    memories, paraphrases = real_memories(ROOT, adr_corpus)
-    questions = random_questions(paraphrases, seed)
-    figures = {"machine": machine(), "sizes": list(sizes), "goal_buffers": GOAL_BUFFERS, "timeline": []}
+    figures = {"machine": machine(), "sizes": list(sizes), "vectors": vectors, "goal_buffers": GOAL_BUFFERS}
+    figures["timeline"] = []
     with throwaway_cluster(ROOT, say) as cluster, psycopg.connect(cluster.url()) as conn:
         figures["server"] = server(conn)["version"]
-        projects = {size: write_layer(conn, memories, size, seed, say) for size in sizes}
+        projects = {size: write_layer(conn, memories, vectors_of, size, seed, say) for size in sizes}
         user_id = conn.execute(bench_query("layers_user_id"), {"email": EMAIL}).fetchone()[0]
         conn.execute(bench_query("pages_activate_index_decision"))
         conn.commit()
@@ -387,11 +419,19 @@ def main() -> None:
         "run, the recalls measured every minute until the large layers' indexes are valid",
     )
     parser.add_argument("--timeout-minutes", type=float, default=45)
+    parser.add_argument(
+        "--vectors",
+        choices=("random", "real"),
+        default="random",
+        help="random unit vectors (the default: exact scans read every vector whatever its values), or the "
+        "corpus's own embeddings, perturbed in copies as the layer bench does (what an HNSW walk visits depends "
+        "on them; embedding the corpus takes a few minutes)",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     if args.to_fast_recall:
-        print_json(run_to_fast_recall(sizes, args.seed, args.adr_corpus, args.timeout_minutes), args.out)
+        print_json(run_to_fast_recall(sizes, args.seed, args.adr_corpus, args.timeout_minutes, args.vectors), args.out)
         return
     figures = run(
         sizes,
@@ -402,6 +442,7 @@ def main() -> None:
         args.adr_corpus,
         args.search_storage,
         cold=args.cold,
+        vectors=args.vectors,
     )
     print_json(figures, args.out)
 

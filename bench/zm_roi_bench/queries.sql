@@ -564,8 +564,8 @@ select index_name, state from roi.layer_vector_indexes();
 select relname, autovacuum_count, n_dead_tup, n_ins_since_vacuum from pg_stat_user_tables
 where relid in ('public.memories'::regclass, 'public.memory_postings'::regclass);
 
--- name: pages_project_ids
-select id from public.memories where project_id = %(project_id)s order by id;
+-- name: pages_project_rows
+select id, title, body from public.memories where project_id = %(project_id)s order by id;
 
 -- name: pages_load_auto_explain
 load 'auto_explain';

@@ -122,7 +122,7 @@ def run(size: int, seed: int, adr_corpus: Path, hnsw: bool, say=print) -> dict:
         figures["server"] = server(conn)["version"]
         conn.execute(bench_query("pages_autovacuum_off"))
         conn.commit()
-        project_id = pages.write_layer(conn, memories, size, seed, say)
+        project_id = pages.write_layer(conn, memories, {}, size, seed, say)
         user_id = conn.execute(bench_query("layers_user_id"), {"email": EMAIL}).fetchone()[0]
         recall = (user_id, project_id, questions)
         maintenance(conn, "pages_vacuum_analyze")
