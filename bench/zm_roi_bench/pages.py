@@ -236,7 +236,11 @@ def measure_cold(cluster, user_id, project_id: str, questions: list[dict]) -> di
 def nested_plans(conn: psycopg.Connection, user_id, project_id: str, question: dict) -> list[str]:
     """auto_explain's plans of the recall's nested statements (as notices), for the first question."""
     notices = []
-    conn.add_notice_handler(lambda d: notices.append(d.message_primary))
+
+    def collect(diagnostic) -> None:
+        notices.append(diagnostic.message_primary)
+
+    conn.add_notice_handler(collect)
     conn.execute(bench_query("pages_load_auto_explain"))
     for setting, value in (
         ("auto_explain.log_min_duration", "0"),
@@ -250,6 +254,7 @@ def nested_plans(conn: psycopg.Connection, user_id, project_id: str, question: d
         act_as(conn, claims_for(user_id, EMAIL))
         conn.execute(bench_query("pages_hybrid"), dict(question, project_id=project_id))
     conn.execute(bench_query("pages_setting"), {"name": "auto_explain.log_min_duration", "value": "-1"})
+    conn.remove_notice_handler(collect)  # else a later moment's plans land in this moment's list too
     return notices
 
 
