@@ -160,11 +160,15 @@ def questions_for(conn: psycopg.Connection, memories: list[dict], paraphrases: l
         question = conn.execute(bench_query("layers_template_question"), memory).fetchone()[0]
         if memory["demo"] and question is not None and len(templated) < TEMPLATED:  # episodes have no template
             templated.append({"question": question, "source": i, "set": "templated"})
-    chosen = paraphrases + templated
-    texts = [q["question"] for q in chosen]
+    return with_query_vectors(paraphrases + templated)
+
+
+def with_query_vectors(questions: list[dict]) -> list[dict]:
+    """Each question with its query embedding from every model, a parameter named for its column."""
+    texts = [q["question"] for q in questions]
     vectors = {column: embeddings.embed(texts, as_query=True, model=model).vectors for column, model in MODELS.items()}
     return [
-        dict(q, **{column: embeddings.literal(v[i]) for column, v in vectors.items()}) for i, q in enumerate(chosen)
+        dict(q, **{column: embeddings.literal(v[i]) for column, v in vectors.items()}) for i, q in enumerate(questions)
     ]
 
 

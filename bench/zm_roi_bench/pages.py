@@ -55,7 +55,14 @@ from zm_roi.importer import MemoryLine, Target, insert_memories
 from zm_roi.queries import query
 from zm_roi_bench import footprint
 from zm_roi_bench.cluster import machine, server, throwaway_cluster
-from zm_roi_bench.layers import EMAIL, MODELS, build_layer_indexes, embedded_corpus, layer_rows, real_memories
+from zm_roi_bench.layers import (
+    EMAIL,
+    build_layer_indexes,
+    embedded_corpus,
+    layer_rows,
+    real_memories,
+    with_query_vectors,
+)
 from zm_roi_bench.sql import bench_query
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout (this file is bench/zm_roi_bench/pages.py)
@@ -100,18 +107,7 @@ def corpus(adr_corpus: Path, seed: int, vectors: str, say) -> tuple[list[dict], 
         memories, paraphrases = real_memories(ROOT, adr_corpus)
         return memories, {}, random_questions(paraphrases, seed)
     memories, paraphrases, embedded = embedded_corpus(ROOT, adr_corpus, say)
-    return memories, embedded, real_questions(paraphrases)
-
-
-def real_questions(paraphrases: list[dict]) -> list[dict]:
-    """The first QUESTIONS paraphrases, each with its query embedding from both models."""
-    chosen = paraphrases[:QUESTIONS]
-    texts = [p["question"] for p in chosen]
-    vectors = {column: embeddings.embed(texts, as_query=True, model=model).vectors for column, model in MODELS.items()}
-    return [
-        {"question": text, **{column: embeddings.literal(v[i]) for column, v in vectors.items()}}
-        for i, text in enumerate(texts)
-    ]
+    return memories, embedded, with_query_vectors([{"question": p["question"]} for p in paraphrases[:QUESTIONS]])
 
 
 def write_layer(conn: psycopg.Connection, memories: list[dict], vectors: dict, size: int, seed: int, say) -> str:
