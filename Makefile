@@ -1,6 +1,6 @@
 # The two commands that matter: `make demo` and `make test`. Both install what they need.
 # `make bench [SIZE=10k|100k|1m|curve|layers] [OWNERS=n] [SEED=n]` measures speed at scale on a throwaway cluster;
-# `make bench SIZE=1m BASE=46284ba` measures this checkout side by side with that commit's database, interleaved.
+# `make bench SIZE=1m BASE=<commit>` measures this checkout side by side with that commit's database, interleaved.
 # `make bench SIZE=layers BASE=main` does the same for the layer bench (pinned recall on real text).
 SHELL := /bin/bash
 VENV := .venv
