@@ -5,10 +5,10 @@
 --
 -- The statistics the runs view and the tile report, each in one place: the Wilson bound of a rate, the
 -- exact sign test of a paired comparison, and the exclusive rate corrected for the judge's measured
--- error. Pure functions of counts, no table read: pgTAP (50-benchmark-runs, 60-run-diagnostics) and
--- tests/db/test_judge_correction.py hold them to values computed by hand, and the corrected rate's
--- interval to its coverage in seeded simulation. Cut from 61_roi_views.sql, which reads them,
--- because they are pure arithmetic.
+-- error. Pure functions of counts, no table read: pgTAP (50-benchmark-runs, 60-run-diagnostics,
+-- 63-judge-corrected-rate) and tests/db/test_judge_correction.py hold them to values computed by hand,
+-- and the corrected rate's interval to its coverage in seeded simulation, at the clamps too. Cut from
+-- 61_roi_views.sql, which reads them, because they are pure arithmetic.
 
 -- ============================================================================================
 -- Functions

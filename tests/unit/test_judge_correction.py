@@ -4,7 +4,10 @@ worked by hand, the refusals, and a seeded coverage simulation. A judge with sen
 specificity 0.80 judges runs of 20 questions at true exclusive rates 0.1, 0.4 and 0.8; each run has its
 own calibration (100 cases whose exclusive label is true, 140 false: the shape of the 240-case set),
 drawn afresh. The corrected 95% interval must cover the true rate in at least 94% of 2,000 runs at
-each rate; the raw Wilson interval, which describes what the judge said, not the truth, covers less."""
+each rate; the raw Wilson interval, which describes what the judge said, not the truth, covers less.
+At the clamps (true rates 0, 0.1, 0.8 and 1, and a judge of sensitivity 0.6 at 0.9, where the estimate
+often clips to 0 or 1) it must cover at least 94% of all runs and of the clipped ones, and on a grid an
+interval at either clamp is never narrower than the run's own sampling error."""
 
 from __future__ import annotations
 
