@@ -55,9 +55,10 @@ $$;
 -- two failures added (Agresti–Coull): the plain one covers ~93% at n = 20, this one ≥ 95%
 -- (tests/unit/test_judge_correction.py). It is never narrower than the run's sampling error alone: it
 -- holds the raw rate's Wilson interval mapped through the correction and slid inside [0, 1] at its
--- full width, so an estimate clipped to 0 or 1 still shows how little n questions pin it. Null figures and the reason in `note` when there is nothing
--- to correct, or when the judge is too close to chance (q0 + q1 − 1 < 0.3) for a correction to mean
--- anything. The one home of these figures: the runs view and everything after it read them here.
+-- full width, so an estimate clipped to 0 or 1 still shows how little n questions pin it. Null
+-- figures and the reason in `note` when there is nothing to correct, or when the judge is too close
+-- to chance (q0 + q1 − 1 < 0.3) for a correction to mean anything. The one home of these figures:
+-- the runs view and everything after it read them here.
 create function roi.judge_corrected_rate(
   k integer, n integer, tp integer, fn integer, tn integer, fp integer,
   out estimate numeric, out low numeric, out high numeric, out note text)
