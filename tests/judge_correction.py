@@ -20,7 +20,8 @@ class Corrected(NamedTuple):
 
 def corrected_rate(k: int, n: int, tp: int, fn: int, tn: int, fp: int) -> Corrected:
     """Rogan–Gladen on k/n with sensitivity tp/(tp+fn) and specificity tn/(tn+fp), and the delta-method
-    interval on proportions with two successes and two failures added; refused (all None) as the SQL is."""
+    interval on proportions with two successes and two failures added, never narrower than the run's
+    sampling error alone (`sampling_interval`); refused (all None) as the SQL is."""
     refused = Corrected(None, None, None, True)
     if n <= 0 or tp + fn == 0 or tn + fp == 0:
         return refused
@@ -46,9 +47,23 @@ def corrected_rate(k: int, n: int, tp: int, fn: int, tn: int, fp: int) -> Correc
         )
         / youden_adj
     )
-    low = min(estimate, max(0.0, centre - half))
-    high = max(estimate, min(1.0, centre + half))
+    sampling_low, sampling_high = sampling_interval(k, n, q0, youden)
+    low = min(estimate, max(0.0, centre - half), sampling_low)
+    high = max(estimate, min(1.0, centre + half), sampling_high)
     return Corrected(round(estimate, 4), round(low, 4), round(high, 4), False)
+
+
+def sampling_interval(k: int, n: int, q0: float, youden: float) -> tuple[float, float]:
+    """The run's sampling error alone: the raw rate's Wilson interval (rounded as roi.wilson_bound rounds it)
+    mapped through the correction, then slid inside [0, 1] keeping its width (at most 1), so that a clamped
+    estimate keeps an interval as wide as its n questions allow."""
+    raw_low, raw_high = (round(bound, 4) for bound in wilson(k, n))
+    low, high = (raw_low + q0 - 1) / youden, (raw_high + q0 - 1) / youden
+    if high > 1:
+        low, high = low - (high - 1), 1.0
+    if low < 0:
+        low, high = 0.0, min(1.0, high - low)
+    return low, high
 
 
 def wilson(k: int, n: int) -> tuple[float, float]:

@@ -5,10 +5,10 @@
 --
 -- The statistics the runs view and the tile report, each in one place: the Wilson bound of a rate, the
 -- exact sign test of a paired comparison, and the exclusive rate corrected for the judge's measured
--- error. Pure functions of counts, no table read: pgTAP (50-benchmark-runs, 60-run-diagnostics) and
--- tests/db/test_judge_correction.py hold them to values computed by hand, and the corrected rate's
--- interval to its coverage in seeded simulation. Cut from 61_roi_views.sql, which reads them,
--- because they are pure arithmetic.
+-- error. Pure functions of counts, no table read: pgTAP (50-benchmark-runs, 60-run-diagnostics,
+-- 63-judge-corrected-rate) and tests/db/test_judge_correction.py hold them to values computed by hand,
+-- and the corrected rate's interval to its coverage in seeded simulation, at the clamps too. Cut from
+-- 61_roi_views.sql, which reads them, because they are pure arithmetic.
 
 -- ============================================================================================
 -- Functions
@@ -53,9 +53,12 @@ $$;
 -- (k/n + q0 − 1)/(q0 + q1 − 1) clipped to [0, 1]. The 95% interval is the delta-method one, carrying
 -- the run's sampling error and the calibration's, computed on each proportion with two successes and
 -- two failures added (Agresti–Coull): the plain one covers ~93% at n = 20, this one ≥ 95%
--- (tests/unit/test_judge_correction.py). Null figures and the reason in `note` when there is nothing
--- to correct, or when the judge is too close to chance (q0 + q1 − 1 < 0.3) for a correction to mean
--- anything. The one home of these figures: the runs view and everything after it read them here.
+-- (tests/unit/test_judge_correction.py). It is never narrower than the run's sampling error alone: it
+-- holds the raw rate's Wilson interval mapped through the correction and slid inside [0, 1] at its
+-- full width, so an estimate clipped to 0 or 1 still shows how little n questions pin it. Null
+-- figures and the reason in `note` when there is nothing to correct, or when the judge is too close
+-- to chance (q0 + q1 − 1 < 0.3) for a correction to mean anything. The one home of these figures:
+-- the runs view and everything after it read them here.
 create function roi.judge_corrected_rate(
   k integer, n integer, tp integer, fn integer, tn integer, fp integer,
   out estimate numeric, out low numeric, out high numeric, out note text)
@@ -73,6 +76,8 @@ declare
   centre numeric;
   share numeric;
   half numeric;
+  sampling_low numeric;
+  sampling_high numeric;
 begin
   if tp is null or fn is null or tn is null or fp is null then
     note := 'judge not calibrated: an operator runs zm-roi judge-check --record';
@@ -110,9 +115,21 @@ begin
   half := z * sqrt(p_adj * (1 - p_adj) / (n + 4)
                    + (1 - share) ^ 2 * q0_adj * (1 - q0_adj) / (tn + fp + 4)
                    + share ^ 2 * q1_adj * (1 - q1_adj) / (tp + fn + 4)) / youden_adj;
-  -- The interval always holds the estimate it is printed beside.
-  low := round(least(estimate, greatest(0, centre - half)), 4);
-  high := round(greatest(estimate, least(1, centre + half)), 4);
+  -- The run's sampling error alone, on the corrected scale; slid back inside [0, 1] where the
+  -- correction pushes it out, keeping its width (at most 1), rather than cut to a point at the clamp.
+  sampling_low := (roi.wilson_bound(k, n, false) + q0 - 1) / youden;
+  sampling_high := (roi.wilson_bound(k, n, true) + q0 - 1) / youden;
+  if sampling_high > 1 then
+    sampling_low := sampling_low - (sampling_high - 1);
+    sampling_high := 1;
+  end if;
+  if sampling_low < 0 then
+    sampling_high := least(1, sampling_high - sampling_low);
+    sampling_low := 0;
+  end if;
+  -- The interval always holds the estimate it is printed beside, and the sampling interval.
+  low := round(least(estimate, greatest(0, centre - half), sampling_low), 4);
+  high := round(greatest(estimate, least(1, centre + half), sampling_high), 4);
   estimate := round(estimate, 4);
 end
 $$;

@@ -193,3 +193,30 @@ def test_the_token_path_schedules_as_the_tokens_user_through_the_authenticator(c
     ]
     assert main(["schedule", "--off"]) == 0
     assert fetch(cluster.url(), "select * from roi.benchmark_schedules where owner_id = %s", (owner,)) == []
+
+
+def test_once_the_periods_run_exists_upkeep_starts_no_other_and_reports_no_failure(db_url, deterministic_mode):
+    """In one transaction, whose now() stands still, so every upkeep cycle in it sees the same period
+    (a minute, due at its start): the first cycle starts the owner's run, and every later one starts
+    nothing and counts no failure (a cycle that tried again would be refused by the period's key and
+    count it as one). Rolled back: nothing is left behind."""
+    owner, _ = add_user(db_url, KNOWLEDGE)
+    with psycopg.connect(db_url, row_factory=dict_row) as conn:
+        try:
+            conn.execute("update roi.settings set schedule_period_override = interval '1 minute'")
+            conn.execute("insert into roi.benchmark_schedules (owner_id, frequency) values (%s, 'daily')", (owner,))
+            first = conn.execute("select roi.upkeep() as u").fetchone()["u"]
+            assert (first["scheduled"], first["failures"]) == (1, 0), f"the period's run starts: {first}"
+            for cycle in range(3):
+                again = conn.execute("select roi.upkeep() as u").fetchone()["u"]
+                assert (again["scheduled"], again["failures"]) == (0, 0), (
+                    f"cycle {cycle + 2} of the period, whose run exists, reported: {again}"
+                )
+            counts = conn.execute(
+                "select (select count(*) from roi.runs where owner_id = %(o)s) as runs,"
+                " (select count(*) from roi.scheduled_runs where owner_id = %(o)s) as scheduled",
+                {"o": owner},
+            ).fetchone()
+            assert counts == {"runs": 1, "scheduled": 1}, f"one run in the period: {counts}"
+        finally:
+            conn.rollback()

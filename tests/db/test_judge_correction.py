@@ -27,7 +27,10 @@ def figures(conn, *arguments) -> tuple:
 def test_the_sql_matches_values_worked_by_hand(conn):
     assert figures(conn, 8, 20, 85, 15, 80, 20) == (Decimal("0.3077"), Decimal("0.0000"), Decimal("0.6570"), None)
     assert figures(conn, 14, 20, 85, 15, 80, 20) == (Decimal("0.7692"), Decimal("0.4134"), Decimal("1.0000"), None)
-    assert figures(conn, 20, 20, 85, 15, 80, 20)[:3] == (Decimal("1.0000"), Decimal("0.9179"), Decimal("1.0000"))
+    assert figures(conn, 20, 20, 85, 15, 80, 20)[:3] == (Decimal("1.0000"), Decimal("0.7522"), Decimal("1.0000"))
+    # At either clamp the interval keeps the width of the run's sampling error (it once printed 1.0–1.0).
+    assert figures(conn, 18, 20, 50, 50, 133, 7)[:3] == (Decimal("1.0000"), Decimal("0.3931"), Decimal("1.0000"))
+    assert figures(conn, 0, 20, 85, 15, 80, 20)[:3] == (Decimal("0.0000"), Decimal("0.0000"), Decimal("0.2478"))
 
 
 def test_the_sql_says_why_it_refuses(conn):

@@ -228,6 +228,42 @@ def test_own_key_calls_count_against_the_owners_month_only(db_url, worker_url, l
     assert run_row(db_url, dana, again["run_id"])["status"] == "aborted_budget"
 
 
+def spend(db_url: str, owner: uuid.UUID, usd: str, when: str) -> None:
+    """A deployment-key judgment of `usd` dollars in the owner's ledger, at `when` (SQL)."""
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute(
+            "insert into public.usage_events (owner_id, purpose, model, cost_usd, created_at)"
+            f" values (%s, 'judgment', %s, %s, {when})",
+            (owner, PRICED_JUDGE, Decimal(usd)),
+        )
+
+
+LAST_MONTH = "date_trunc('month', now(), 'UTC') - interval '1 second'"
+
+
+def test_the_monthly_cap_counts_this_months_spending_only(db_url, worker_url, llm_mode, owners, caps):
+    fay = owners.create(KNOWLEDGE[:3])
+    model = ScriptedModel(answer)
+    pool_ready(db_url, worker_url, fay, model)
+    # Last month she spent five dollars, a second before this month began; the cap is one dollar a month.
+    spend(db_url, fay, "5", LAST_MONTH)
+    caps(max_run_cost_usd=None, max_owner_cost_usd_per_month=Decimal("1"))
+    [refusal] = fetch(db_url, "select roi.budget_refusal(%s, null, 0.01, false) as refusal", (fay,))
+    assert refusal["refusal"] is None, f"last month's spending refused a call this month: {refusal}"
+    run = benchmark(db_url, fay)
+    worker(worker_url, model).run(once=True)
+    row = run_row(db_url, fay, run["run_id"])
+    assert (row["status"], row["judged_count"]) == ("complete", 3), f"last month's spending stopped the run: {row}"
+
+    # The same five dollars spent this month do stop her next run before any call.
+    spend(db_url, fay, "5", "now()")
+    again = benchmark(db_url, fay)
+    before = judge_calls(model)
+    worker(worker_url, model).run(once=True)
+    assert judge_calls(model) == before, "no call: this month's spending is past the cap"
+    assert run_row(db_url, fay, again["run_id"])["status"] == "aborted_budget"
+
+
 @pytest.mark.parametrize(
     "flag, value",
     [("--max-run-cost-usd", "-0.01"), ("--max-owner-cost-usd-per-month", "ten"), ("--max-run-cost-usd", "nan")],

@@ -3,8 +3,10 @@
 -- Each check first proves it can fail (a deliberate offender inside this transaction), then passes.
 -- One exception, Supabase's own: the claim helpers auth.jwt(), auth.uid() and auth.role() set no
 -- search_path on the platform, so the planner inlines them, and the compat layer defines them alike.
+-- Last, the caller's memberships are planned once per session (docs/decisions/0024): their form is the
+-- claim, so it is checked by structure.
 begin;
-select plan(13);
+select plan(16);
 
 create temporary view project_functions as
   select p.oid, n.nspname, p.proname, p.prosecdef,
@@ -93,6 +95,30 @@ select ok((select bool_and(plan::text like '%current_setting%' and plan::text no
            from (select pg_temp.explain_verbose(q) as plan
                  from unnest(array['select auth.uid()', 'select auth.role()', 'select auth.jwt()']) q) e),
   'auth.uid(), auth.role() and auth.jwt() are inlined into the statements that call them');
+
+-- The caller's memberships, read by every policy and recall leg, planned once per session
+-- (docs/decisions/0024): PL/pgSQL, whose `return query` statement stays prepared for the session, not
+-- SQL (a SQL function with `set search_path` is never inlined, so each call planned its query again),
+-- nor a dynamic `execute` (planned on every call); stable, so a policy's `(select …)` reads it once a
+-- statement. The old form, SQL with `set search_path`, is caught.
+create function pg_temp.planned_once(f regprocedure) returns boolean language sql as $$
+  select l.lanname = 'plpgsql' and p.provolatile = 's' and p.proretset
+         and p.prosrc ~* '\mreturn\s+query\s+select\M' and p.prosrc !~* '\mexecute\M'
+  from pg_proc p join pg_language l on l.oid = p.prolang
+  where p.oid = f
+$$;
+create function public.offending_memberships() returns setof uuid
+  language sql stable security invoker set search_path = ''
+as $$
+  select pm.project_id from public.project_members pm where pm.user_id = (select auth.uid())
+$$;
+select is(pg_temp.planned_once('public.offending_memberships()'), false,
+  '(sensitivity) the memberships'' old form, SQL with set search_path, is caught');
+drop function public.offending_memberships();
+select is(pg_temp.planned_once('public.caller_project_ids()'), true,
+  'public.caller_project_ids() is PL/pgSQL, stable, its one statement prepared for the session');
+select is(pg_temp.planned_once('public.caller_team_ids()'), true,
+  'public.caller_team_ids() is PL/pgSQL, stable, its one statement prepared for the session');
 
 select * from finish();
 rollback;

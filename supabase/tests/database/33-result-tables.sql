@@ -1,11 +1,36 @@
 -- Results are append-only by construction. The result tables are declared once, in
 -- roi.result_tables, not found by the trigger under test: every table listed carries both append-only
 -- triggers (enabled), no role but the table's owner holds UPDATE, DELETE or TRUNCATE on it (not even on
--- one column), and every table that carries either trigger is listed. Each check first proves it can
--- fail (an offender inside this transaction), then passes. Last, the worker tries to rewrite a judge
+-- one column), and every table that carries either trigger is listed. The list itself is held to the
+-- catalog: every table of schema roi is either listed or one of the state tables named below, so a
+-- result table dropped from the list along with its triggers is caught. Each check first proves it can
+-- fail (an offender inside this transaction), then passes. Then the worker tries to rewrite a judge
 -- check result and a run's judge row, and is refused.
 begin;
-select plan(17);
+select plan(21);
+
+-- The tables of schema roi whose rows change by design, each with why; every other table of the schema,
+-- found in pg_class, is a result and must be listed in roi.result_tables. A new table is a result until
+-- it is named here.
+create temporary table state_tables (table_name text primary key, why text not null);
+insert into state_tables values
+  ('roi.settings', 'the operator''s settings'),
+  ('roi.probes', 'the pool: probes activate, retire and rotate'),
+  ('roi.pending_runs', 'a run''s open marker, deleted when it closes'),
+  ('roi.work_kinds', 'the kinds of queued work'),
+  ('roi.work', 'the queue: rows are claimed, leased and removed'),
+  ('roi.benchmark_schedules', 'an owner''s wish for routine runs, changed or removed by the owner'),
+  ('roi.upkeep_state', 'upkeep''s progress'),
+  ('roi.dirty_layers', 'layers marked for upkeep and cleared by it'),
+  ('roi.provider_keys', 'an owner''s provider key, replaced or removed by the owner');
+
+-- Tables of schema roi, from the catalog, that are neither listed as results nor named state tables.
+create temporary view unclassified_tables as
+select c.oid::regclass::text as table_name
+from pg_class c join pg_namespace n on n.oid = c.relnamespace
+where n.nspname = 'roi' and c.relkind in ('r', 'p') and not c.relispartition
+  and c.oid::regclass::text not in (select table_name from roi.result_tables)
+  and c.oid::regclass::text not in (select table_name from state_tables);
 
 -- Listed tables that lack an enabled row trigger (before update and delete) calling
 -- roi.forbid_result_change() or an enabled statement trigger (before truncate) calling
@@ -127,6 +152,28 @@ select throws_ok($$update roi.run_judges set judge_fingerprint = 'another judge'
 select throws_ok($$delete from roi.run_judges where run_id = '00000000-0000-0000-0000-00000000a902'$$,
   '42501', null, 'nor delete it');
 reset role;
+
+-- ---------------------------------------------------------------- the list is held to the catalog
+select is_empty($$select table_name from state_tables where to_regclass(table_name) is null$$,
+  'every named state table exists');
+select is_empty($$select table_name from state_tables where table_name in (select table_name from roi.result_tables)$$,
+  'no state table is listed as a result');
+select is_empty($$select table_name from unclassified_tables$$,
+  'every table of schema roi is a listed result or a named state table');
+-- The break the checks above cannot see: a result table dropped from the list with both its triggers.
+do $$
+begin
+  execute format('create or replace view roi.result_tables with (security_invoker = true) as '
+                 'select t.table_name from (values %s) t (table_name)',
+                 (select string_agg(format('(%L)', table_name), ', ') from roi.result_tables
+                  where table_name <> 'roi.scheduled_runs'));
+end
+$$;
+drop trigger if exists scheduled_runs_are_append_only on roi.scheduled_runs;
+drop trigger if exists scheduled_runs_refuse_truncate on roi.scheduled_runs;
+select ok((select count(*) from unguarded_result_tables) = 0 and (select count(*) from unlisted_result_tables) = 0
+          and array(select table_name from unclassified_tables) = array['roi.scheduled_runs'],
+  '(sensitivity) a result table dropped from the list with its triggers passes the trigger checks, and is caught');
 
 select * from finish();
 rollback;

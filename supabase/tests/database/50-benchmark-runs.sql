@@ -1,6 +1,7 @@
--- benchmark_memory() per the contract, the metric and views, append-only results, timeouts.
+-- benchmark_memory() per the contract, the metric and views, append-only results, timeouts, and the
+-- one writer of verdicts.
 begin;
-select plan(42);
+select plan(44);
 
 select tests.create_user('runner@runs.test');
 select tests.create_user('episodic@runs.test');
@@ -136,6 +137,28 @@ select is_empty($$select question from roi.probes$$, '(before) the owner reads n
 select roi.open_gate();
 select isnt_empty($$select question from roi.probes$$, 'with the gate open, as only the benchmark does, questions show');
 select tests.clear_authentication();
+
+-- One writer of verdicts (docs/contributing.md): roi.write_verdicts inserts every verdict, the LLM
+-- judge's, the deterministic ones and the skipped ones of a closing run; no other function in the
+-- project's schemas does. Checked by structure, as the one home of ts_rank's weights is
+-- (25-recall-postings.sql): a second writer, created here, is caught.
+create temporary view verdict_writers as
+select p.oid::regprocedure::text as writer
+from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+where n.nspname in ('public', 'roi', 'auth') and p.prosrc ~* '\minsert\s+into\s+roi\s*\.\s*verdicts\M';
+create function roi.offending_verdict_writer(run uuid) returns void
+  language sql security invoker set search_path = ''
+as $$
+  insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, skipped, skip_reason, judged_by)
+  select run, p.id, p.owner_id, p.memory_id, true, 'timeout', 'timeout' from roi.probes p limit 0
+$$;
+select set_eq($$select writer from verdict_writers$$,
+  array['roi.write_verdicts(uuid,uuid,text,boolean,boolean,real,text)', 'roi.offending_verdict_writer(uuid)'],
+  '(sensitivity) a second function that inserts verdicts is caught');
+drop function roi.offending_verdict_writer(uuid);
+select set_eq($$select writer from verdict_writers$$,
+  array['roi.write_verdicts(uuid,uuid,text,boolean,boolean,real,text)'],
+  'roi.write_verdicts is the one function that inserts verdicts');
 
 select * from finish();
 rollback;
