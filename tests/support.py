@@ -165,6 +165,16 @@ set client_min_messages = notice;
 """
 
 
+def cli_subcommands() -> dict:
+    """Every `zm-roi` subcommand's argparse parser, by name: what the tests of the CLI's options read."""
+    import argparse
+
+    from zm_roi.cli import build_parser
+
+    [sub] = [action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction)]
+    return dict(sub.choices)
+
+
 def wait_for(predicate: Callable[[], object], timeout: float = 60.0, fail: bool = True) -> bool:
     """Poll observable state until `predicate()` holds (never a fixed sleep standing in for it). At the
     timeout: an assertion error, or False with `fail=False` so a test can record what it measured first."""

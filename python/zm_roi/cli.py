@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import signal
 import sys
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from pathlib import Path
+from typing import NoReturn
 
-from zm_roi import localdb, settings
+from zm_roi import inputs, localdb, settings
 from zm_roi.errors import UserError, database_errors, url_from
 from zm_roi.queries import query
 
@@ -135,8 +135,6 @@ def db_status(cluster: localdb.Cluster) -> None:
 def cmd_configure(args: argparse.Namespace, config: settings.Settings) -> None:
     """With --extractor, --recall-function or a cap, write that; bare, print every setting it writes and
     change nothing."""
-    if args.recall_function is not None and not args.recall_function.strip():
-        raise UserError("--recall-function needs a function name, not a blank (e.g. public.recall)")
     url = database_url(config)
     caps = args.max_run_cost_usd is not None or args.max_owner_cost_usd_per_month is not None
     bare = not (args.extractor or args.recall_function or caps)
@@ -160,25 +158,8 @@ def dollars(value: Decimal | None) -> str:
     return "none" if value is None else f"${value} (by litellm's local price map)"
 
 
-def cap_usd(flag: str):
-    """An argparse type for a spending cap: US dollars, 0 or more, or `none` to clear it (localdb.CLEAR)."""
-
-    def parse(text: str) -> Decimal | object:
-        if text.strip().lower() == "none":
-            return localdb.CLEAR
-        try:
-            value = Decimal(text.strip().lstrip("$"))
-        except InvalidOperation:
-            value = None
-        if value is None or not value.is_finite() or value < 0:
-            raise argparse.ArgumentTypeError(f"{flag} takes US dollars (0 or more) or none, not {text!r}")
-        return value
-
-    return parse
-
-
 def cmd_import(args: argparse.Namespace, config: settings.Settings) -> None:
-    from zm_roi import embeddings, names
+    from zm_roi import embeddings
     from zm_roi.importer import Target, import_memories
 
     target = Target(email=args.user, project=args.project, team=args.team, join=args.join)
@@ -190,26 +171,22 @@ def cmd_import(args: argparse.Namespace, config: settings.Settings) -> None:
     for note in result.notes:
         print(note)
     where = (
-        f"project {names.name(args.project, '--project')}"
+        f"project {args.project}"
         if args.project is not None
-        else f"team {names.name(args.team, '--team')}"
+        else f"team {args.team}"
         if args.team is not None
         else "personal layer"
     )
     already = "memory was" if result.skipped == 1 else "memories were"
     skipped = f" ({result.skipped} identical {already} already there: skipped)" if result.skipped else ""
-    print(f"imported {result.imported} memories for {names.email(args.user)} into {where}{skipped}")
+    print(f"imported {result.imported} memories for {args.user} into {where}{skipped}")
     if result.embedded:
         print(f"embedded {result.embedded} memories with {' and '.join(embeddings.configured_models().values())}")
 
 
 def cmd_recall(args: argparse.Namespace, config: settings.Settings) -> None:
-    from zm_roi.recall import MAX_QUESTION, print_recall
+    from zm_roi.recall import print_recall
 
-    if len(args.question) > MAX_QUESTION:
-        raise UserError(f"the question has {len(args.question):,} characters; ask in at most {MAX_QUESTION:,}")
-    if not args.question.strip():
-        raise UserError("the question is empty: ask something")
     # Hints (vectors of another model) go to stderr, so the hits printed survive a pipe.
     notes: list[str] = []
     if args.json:
@@ -294,8 +271,6 @@ def cmd_judge_check(args: argparse.Namespace, config: settings.Settings) -> int:
 
     from zm_roi import judgecheck, llm
 
-    if args.model is not None and not args.model.strip():
-        raise UserError("--model needs a model name, not a blank (without --model: ZM_JUDGE_MODEL)")
     model = args.model or config.judge_model
     llm.check_keys([model])
     report = judgecheck.run_check(
@@ -354,9 +329,9 @@ def cmd_schedule(args: argparse.Namespace, config: settings.Settings) -> None:
 def local_token(config: settings.Settings, email: str, ttl: int) -> tuple[str, str, str]:
     """An access token for a user of the local database (embedded or ZM_DB_URL), signed with its JWT
     secret, as Supabase Auth would sign one: (database URL, JWT secret, token)."""
-    from zm_roi import names, tokens, transport
+    from zm_roi import tokens, transport
 
-    email = names.email(email)
+    email = inputs.email(email)
     if not config.db_url:
         running_cluster(config)
     db_url, jwt_secret = transport.local_database(config, embedded_cluster(config))
@@ -418,54 +393,27 @@ def cmd_dashboard(args: argparse.Namespace, config: settings.Settings) -> None:
     from zm_roi import dashboard
 
     if args.out is not None:
-        if not args.out.strip():
-            raise UserError("--out needs a file name, not an empty string")
         path = Path(args.out)
         if path.is_dir():
             raise UserError(f"{path} is a folder: --out needs a file name")
         if not path.parent.is_dir():
             raise UserError(f"cannot write {path}: the folder {path.parent} does not exist")
-        path.write_text(dashboard.render(make_transport(config)), encoding="utf-8")
+        dashboard.write_page(path, dashboard.render(make_transport(config)))
         print(f"wrote {path}")
     else:
         dashboard.serve(lambda: make_transport(settings.load()), args.serve)
 
 
-def bounded_int(low: int, high: int, what: str):
-    """An argparse type: an integer in [low, high], refused with a message that gives the range."""
+class Parser(argparse.ArgumentParser):
+    """argparse, saying a refused command line as every other failure is said: one line on stderr that
+    names the fix, exit 2 (argparse's own prints the usage and a second line)."""
 
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{what} from {low:,} to {high:,}, not {text!r}")
-        return value
-
-    return parse
-
-
-def bounded_float(low: float, high: float, what: str, *, open_interval: bool = False):
-    """An argparse type: a number in [low, high] (or (low, high) with `open_interval`), refused with a
-    message that gives the range."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        inside = low < value < high if open_interval else low <= value <= high
-        if not inside:
-            brackets = f"between {low:g} and {high:g} exclusive" if open_interval else f"from {low:g} to {high:g}"
-            raise argparse.ArgumentTypeError(f"{what} {brackets}, not {text!r}")
-        return value
-
-    return parse
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"zm-roi: {message} (see `{self.prog} --help`)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="zm-roi", description="The memory ROI benchmark.")
+    parser = Parser(prog="zm-roi", description="The memory ROI benchmark.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     db = sub.add_parser("db", help="the embedded local Supabase-compatible PostgreSQL")
@@ -486,13 +434,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     configure.add_argument(
         "--max-run-cost-usd",
-        type=cap_usd("--max-run-cost-usd"),
+        type=inputs.cap_usd("--max-run-cost-usd", localdb.CLEAR),
         metavar="USD",
         help="no run spends more than this on the deployment's key (`none`: no cap)",
     )
     configure.add_argument(
         "--max-owner-cost-usd-per-month",
-        type=cap_usd("--max-owner-cost-usd-per-month"),
+        type=inputs.cap_usd("--max-owner-cost-usd-per-month", localdb.CLEAR),
         metavar="USD",
         help="no user's calls cost more than this in a calendar month (UTC), own key included (`none`: no cap)",
     )
@@ -519,7 +467,7 @@ def build_parser() -> argparse.ArgumentParser:
     pinned.add_argument("--project", metavar="NAME", help="pin to this project plus the user's personal layer")
     pinned.add_argument("--team", metavar="NAME", help="pin to this team plus the user's personal layer")
     recall.add_argument(
-        "--limit", type=bounded_int(1, 100, "a number of memories"), default=5, help="1 to 100 (default: 5)"
+        "--limit", type=inputs.bounded_int(1, 100, "a number of memories"), default=5, help="1 to 100 (default: 5)"
     )
     recall.add_argument("--json", action="store_true", help="print the hits as a JSON array")
     recall.set_defaults(func=cmd_recall)
@@ -540,7 +488,7 @@ def build_parser() -> argparse.ArgumentParser:
     token.add_argument("--user", required=True, metavar="EMAIL")
     token.add_argument(
         "--ttl",
-        type=bounded_int(1, 366 * 24 * 3600, "a lifetime in seconds"),
+        type=inputs.bounded_int(1, 366 * 24 * 3600, "a lifetime in seconds"),
         default=3600,
         metavar="SECONDS",
         help="lifetime (default: 3600, at most a year)",
@@ -556,7 +504,7 @@ def build_parser() -> argparse.ArgumentParser:
     where_to.add_argument(
         "--serve",
         nargs="?",
-        type=bounded_int(0, 65535, "a port"),
+        type=inputs.bounded_int(0, 65535, "a port"),
         const=DASHBOARD_PORT,
         metavar="PORT",
         help=f"serve it on 127.0.0.1 (default port {DASHBOARD_PORT})",
@@ -574,7 +522,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     gate_cmd.add_argument(
         "--min-rate",
-        type=bounded_float(0, 1, "a rate"),
+        type=inputs.bounded_float(0, 1, "a rate"),
         metavar="R",
         help="fail when the exclusive rate's 95%% upper bound is below R (0 to 1)",
     )
@@ -585,7 +533,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     gate_cmd.add_argument(
         "--alpha",
-        type=bounded_float(0, 1, "a significance level", open_interval=True),
+        type=inputs.bounded_float(0, 1, "a significance level", open_interval=True),
         metavar="A",
         help="significance of --no-regression's sign test (default: 0.05)",
     )
@@ -594,7 +542,7 @@ def build_parser() -> argparse.ArgumentParser:
     shown.add_argument("--json", action="store_true", help="print the same as one JSON object")
     gate_cmd.add_argument(
         "--timeout",
-        type=bounded_float(1, 86400, "a number of seconds"),
+        type=inputs.bounded_float(1, 86400, "a number of seconds"),
         default=900.0,
         metavar="S",
         help="give up waiting for the run after S seconds in all (default: 900), exit 2",
@@ -638,6 +586,7 @@ def main(argv: list[str] | None = None) -> int:
     # peer that accepts and never answers; libpq and psycopg both read it. The user's own value wins.
     os.environ.setdefault("PGCONNECT_TIMEOUT", str(localdb.CONNECT_TIMEOUT))
     try:
+        inputs.clean(args)  # every text option trimmed, normalised and length-checked, in one place
         config = settings.load()
         with database_errors():
             code = args.func(args, config)

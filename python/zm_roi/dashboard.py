@@ -8,7 +8,9 @@ sparkline are inline, and the page's content security policy forbids loading any
 from __future__ import annotations
 
 import json
+import os
 import re
+import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -16,6 +18,7 @@ from datetime import UTC, datetime
 from functools import cache
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import jinja2
 
@@ -193,6 +196,21 @@ class PageCache:
             self._key, self._page, self._at = key, page, time.monotonic()
             self.renders += 1
         return page
+
+
+def write_page(path: Path, page: str) -> None:
+    """Write the page to `path` and nowhere else: into a new file beside it, then renamed over it, so a
+    symlink at `path` is replaced rather than followed out of the folder the user named, and a reader
+    never sees half a page. The one writer of a page (`zm-roi dashboard --out`, the demo)."""
+    temporary = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+            file.write(page)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def render_error(message: str) -> str:

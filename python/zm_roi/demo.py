@@ -256,7 +256,7 @@ def run_demo(config: Settings, db_up) -> Path:
 
     step(7, "rendering the dashboard")
     page = dashboard_page(config, cluster)
-    page.write_text(dashboard.render(transport), encoding="utf-8")
+    dashboard.write_page(page, dashboard.render(transport))
     print(f"      open {page}")
     print(f"done in {time.monotonic() - started:.0f} s; run `make demo` again to add a run to the trend")
     return page

@@ -28,7 +28,7 @@ from uuid import UUID
 import psycopg
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from zm_roi import backfill, embeddings, localdb, names
+from zm_roi import backfill, embeddings, inputs, localdb
 from zm_roi.errors import UserError, nearest_name
 from zm_roi.progress import Progress
 from zm_roi.queries import query
@@ -234,8 +234,8 @@ def checked_target(target: Target) -> Target:
     for option in ("project", "team"):
         value = getattr(target, option)
         if value is not None:
-            places[option] = names.name(value, f"--{option}")
-    return Target(names.email(target.email), join=target.join, **places)
+            places[option] = inputs.name(value, f"--{option}")
+    return Target(inputs.email(target.email), join=target.join, **places)
 
 
 def insert_memories(conn: psycopg.Connection, memories: list[MemoryLine], target: Target) -> int:

@@ -10,7 +10,7 @@ import sys
 
 import psycopg
 
-from zm_roi import names
+from zm_roi import inputs
 from zm_roi.errors import UserError
 from zm_roi.llm import litellm
 from zm_roi.queries import query
@@ -45,7 +45,7 @@ def store_key(db_url: str, email: str, provider: str, api_key: str, passphrase: 
     check_provider(provider)
     if not api_key or any(ch.isspace() for ch in api_key):
         raise UserError("give the key on standard input: one key, no spaces")
-    email = names.email(email)
+    email = inputs.email(email)
     with psycopg.connect(db_url) as conn, conn.transaction():
         row = conn.execute(query("user_id_by_email"), {"email": email}).fetchone()
         if row is None:

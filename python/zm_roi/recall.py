@@ -8,14 +8,10 @@ import textwrap
 
 import psycopg
 
-from zm_roi import embeddings, localdb, names
+from zm_roi import embeddings, inputs, localdb
 from zm_roi.errors import UserError, nearest_name
 from zm_roi.identity import act_as, claims_for
 from zm_roi.queries import query
-
-# A question, not a document: far above any real one, far below what the text-search parser chokes on
-# (20,000 words exhausted its stack).
-MAX_QUESTION = 2_000
 
 
 def recall_as(
@@ -35,7 +31,7 @@ def _pin(conn: psycopg.Connection, what: str, name: str | None):
     """The id of the project or team named `name` (None for no pin), refused with the nearest name."""
     if name is None:
         return None
-    name = names.name(name, f"--{what}")
+    name = inputs.name(name, f"--{what}")
     found = conn.execute(query(f"{what}_id_by_name"), {"name": name}).fetchone()
     if found is None:
         existing = [known for (known,) in conn.execute(query(f"{what}_names")).fetchall()]
@@ -60,7 +56,7 @@ def recall_in(
     is only ever compared with vectors of its own model), and `notes` gets the hint to re-embed."""
     if not 1 <= limit <= 100:
         raise UserError(f"--limit must be between 1 and 100, not {limit}")
-    email = names.email(email)
+    email = inputs.email(email)
     row = conn.execute(query("user_id_by_email"), {"email": email}).fetchone()
     if row is None:
         raise UserError(f"no user {email}: import memories for them first")

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import unicodedata
 from pathlib import Path
 
 import psycopg
@@ -18,6 +19,7 @@ import pytest
 from psycopg import sql
 
 from tests.conftest import ROOT
+from tests.support import cli_subcommands
 from zm_roi import localdb, settings
 from zm_roi.errors import database_error
 
@@ -393,3 +395,106 @@ def test_an_empty_option_value_is_refused_not_read_as_no_option(db_url, args, ex
     """Before: `configure --recall-function ""` printed the settings as a bare `configure` does, and
     `judge-check --model ""` checked ZM_JUDGE_MODEL: the value the user gave was silently dropped."""
     one_line_error(zm(*args, ZM_DB_URL=db_url), expected)
+
+
+# Every command, failing: (arguments, settings) that make it fail without a database to reach. The
+# database URL names a port nobody listens on; ZM_DB_HOME an empty folder. `mcp` is left out: it
+# starts whatever the settings say and reports each failure to the agent as a tool error
+# (tests/e2e/test_mcp.py).
+UNREACHABLE = "postgresql://u:p@127.0.0.1:1/postgres"
+FAILING = {
+    "db": (["db", "url"], {}),
+    "configure": (["configure"], {"ZM_DB_URL": UNREACHABLE}),
+    "import": (["import", "{file}", "--user", "a@b.co"], {"ZM_DB_URL": UNREACHABLE}),
+    "recall": (["recall", "sdk", "--user", "a@b.co"], {"ZM_DB_URL": UNREACHABLE}),
+    "schedule": (["schedule", "--daily", "--user", "a@b.co"], {"ZM_DB_URL": UNREACHABLE}),
+    "embed": (["embed"], {"ZM_DB_URL": UNREACHABLE, "ZM_EMBEDDING_MODEL": "openai/text-embedding-3-small"}),
+    "token": (["token", "--user", "a@b.co"], {"ZM_DB_URL": UNREACHABLE, "ZM_JWT_SECRET": "s" * 40}),
+    "dashboard": (["dashboard", "--out", "{folder}/tile.html"], {"ZM_DB_URL": UNREACHABLE}),
+    "gate": (["gate", "--min-rate", "0.5"], {"ZM_DB_URL": UNREACHABLE}),
+    "worker": (["worker", "--once"], {"ZM_WORKER_DB_URL": UNREACHABLE}),
+    "judge-check": (["judge-check", "--model", "openai/gpt-4o-mini"], {"OPENAI_API_KEY": ""}),
+    "set-key": (["set-key", "--user", "a@b.co"], {"ZM_DB_URL": UNREACHABLE, "ZM_KEY_ENCRYPTION_KEY": ""}),
+    "demo": (["demo"], {"ZM_DB_PORT": "not-a-port"}),
+}
+# What a sentence that names the fix says: what to run, set, fix, check, give or see, or what a
+# setting must be.
+NAMES_A_FIX = re.compile(
+    r"\b(run|set|fix|check|give|see|pass|import|start|stop|use|remove|create|name|apply|make|choose|ask|must|needs)\b"
+)
+
+
+def subcommands() -> list[str]:
+    return sorted(cli_subcommands())
+
+
+def zm_in(folder: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """The CLI run from `folder` with an empty ZM_DB_HOME inside it and only the settings given."""
+    merged = {key: value for key, value in os.environ.items() if key not in INHERITED}
+    merged.update({"ZM_DB_HOME": str(folder / "home"), **env})
+    return subprocess.run(
+        [sys.executable, "-m", "zm_roi.cli", *args],
+        capture_output=True,
+        text=True,
+        env=merged,
+        cwd=folder,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_every_command_has_a_failure_case():
+    assert sorted([*FAILING, "mcp"]) == subcommands(), "a new command needs its failure case in FAILING"
+
+
+@pytest.mark.parametrize("command", sorted(FAILING))
+def test_every_command_fails_in_one_sentence_that_names_the_fix_and_writes_nothing(command, tmp_path, jsonl):
+    args, env = FAILING[command]
+    folder = tmp_path / "work"
+    folder.mkdir()
+    args = [arg.format(file=jsonl, folder=folder) for arg in args]
+    result = zm_in(folder, *args, **env)
+    assert result.returncode != 0, f"zm-roi {command} failed with exit 0: {result.stderr}"
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.startswith("zm-roi: ") and result.stderr.count("\n") == 1, result.stderr
+    assert NAMES_A_FIX.search(result.stderr), f"zm-roi {command} says what failed but not what to do: {result.stderr}"
+    assert list(folder.iterdir()) == [], f"zm-roi {command} failed and still wrote {list(folder.iterdir())}"
+
+
+@pytest.mark.parametrize("command", subcommands())
+def test_a_refused_command_line_is_one_sentence_that_names_the_fix(command, tmp_path):
+    for args in ([command, "--no-such-flag"], [command, "--user"]):
+        result = zm_in(tmp_path, *args)
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert result.stderr.startswith("zm-roi: ") and result.stderr.count("\n") == 1, result.stderr
+        assert "--help`)" in result.stderr, result.stderr
+
+
+def test_the_page_lands_in_the_file_named_and_a_symlink_there_is_replaced_not_followed(cluster, email, tmp_path):
+    """Before: `--out FILE` wrote through a symlink at FILE to wherever it pointed."""
+    from tests.support import benchmark_user, knowledge
+
+    outside, folder = tmp_path / "outside", tmp_path / "named"
+    outside.mkdir()
+    folder.mkdir()
+    (outside / "keep.txt").write_text("the user's own file")
+    (folder / "tile.html").symlink_to(outside / "keep.txt")
+    env = {"ZM_DB_URL": cluster.url(), "ZM_JWT_SECRET": cluster.jwt_secret()}
+    with benchmark_user(cluster, email, knowledge(2)) as me:
+        wrote = zm_in(tmp_path, "dashboard", "--out", str(folder / "tile.html"), ZM_ACCESS_TOKEN=me.token, **env)
+    assert wrote.returncode == 0, wrote.stderr
+    assert (outside / "keep.txt").read_text() == "the user's own file", "the page went through the symlink"
+    assert not (folder / "tile.html").is_symlink() and 'data-state="invite"' in (folder / "tile.html").read_text()
+    assert sorted(p.name for p in folder.iterdir()) == ["tile.html"], "no temporary file is left beside the page"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["named", "outside"], "nothing else written"
+
+
+def test_a_name_typed_with_a_combining_accent_finds_the_one_typed_precomposed(db_url, email, jsonl):
+    """NFC in one place: import with `Café` (é precomposed), recall with `Cafe\u0301` (e + combining acute)."""
+    name = f"Café-{email[5:13]}"
+    assert zm("import", str(jsonl), "--user", email, "--project", name, ZM_DB_URL=db_url).returncode == 0
+    decomposed = unicodedata.normalize("NFD", name)
+    assert decomposed != name
+    recalled = zm("recall", "sdk", "--user", email, "--project", decomposed, "--json", ZM_DB_URL=db_url)
+    assert recalled.returncode == 0, recalled.stderr
+    assert [hit["title"] for hit in json.loads(recalled.stdout)] == ["Pin the SDK"]
