@@ -717,3 +717,13 @@ from extensions.pg_stat_statements s
 where s.calls > 0
 order by s.total_exec_time desc
 limit 60;
+
+-- The anchor (anchor.py, anchor.sql): Supabase's documented hybrid_search, as the member, with the e5
+-- query embedding and the page's match_count of 10.
+-- name: layers_anchor
+select id from anchor.hybrid_search(%(question)s, %(embedding)s::extensions.vector, 10);
+
+-- The anchor's rows of a project, as the member, by the title their content starts with (the layers'
+-- copies are told apart by their titles).
+-- name: anchor_titles
+select id, split_part(content, E'\n', 1) from anchor.documents where project_id = %(project_id)s;
