@@ -23,6 +23,7 @@ import datetime
 import os
 import statistics
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -70,6 +71,17 @@ def storage(conn: psycopg.Connection) -> dict:
     return footprint.split(parts, conn.execute(anchor_query("anchor_count")).fetchone()[0], 0)
 
 
+def visible(conn: psycopg.Connection, user_id) -> dict:
+    """The anchor's rows its policy shows the layer's member, and a signed-in stranger."""
+    seen = {}
+    for who, claims in (("member", claims_for(user_id, layers.EMAIL)), ("stranger", claims_for(uuid.uuid4()))):
+        with conn.transaction():
+            act_as(conn, claims)
+            seen[who] = conn.execute(anchor_query("anchor_visible")).fetchone()[0]
+    conn.rollback()
+    return seen
+
+
 def measure_buffers(conn: psycopg.Connection, built: dict, questions: list[dict]) -> dict:
     """Shared buffers (p50, max) and execution ms (p50) per recall for each arm, as the member, question by
     question with the arms alternating which goes first."""
@@ -112,6 +124,7 @@ def run(root: Path, adr_corpus: Path, size: int, seed: int = 42, say: Callable[[
         built, zm_storage = layers.prepare(conn, memories, vectors, (size,), seed, say, before=False)
         built_in = build(conn, say)
         anchor_storage = storage(conn)
+        seen = visible(conn, built["user_id"])
         text_search_config = conn.execute(anchor_query("anchor_default_text_search_config")).fetchone()[0]
         questions = layers.questions_for(conn, memories, paraphrases)
         say(f"measuring {len(questions)} questions x 2 asks x {layers.ROUNDS} blocks per arm")
@@ -142,6 +155,7 @@ def run(root: Path, adr_corpus: Path, size: int, seed: int = 42, say: Callable[[
         "questions": {s: sum(q["set"] == s for q in questions) for s in SETS},
         "rounds": layers.ROUNDS,
         "measured_as": timed["as"],
+        "anchor_rows_seen": seen,
         "default_text_search_config": text_search_config,
         "anchor_built_seconds": built_in,
         "arms": arms,
@@ -218,7 +232,9 @@ def render(results: dict) -> str:
         "",
         "zm-roi's recall fuses three legs (its postings, e5 and MiniLM); the anchor two (its `tsvector`, e5). "
         f"Anchor built in {built['fill']:.0f} s (rows) + {built['indexes']:.0f} s (GIN and HNSW); "
-        f"default_text_search_config here: `{results['default_text_search_config']}`.",
+        f"default_text_search_config here: `{results['default_text_search_config']}`. Under its policy the member "
+        f"sees {results['anchor_rows_seen']['member']:,} of the anchor's rows, a signed-in stranger "
+        f"{results['anchor_rows_seen']['stranger']:,}.",
         "",
         "## Bytes a memory: zm-roi",
         "",

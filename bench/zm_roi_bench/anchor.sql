@@ -125,6 +125,11 @@ order by o, bytes desc, relation;
 -- name: anchor_count
 select count(*) from anchor.documents;
 
+-- The anchor's rows the caller sees through hybrid_search's own table (its policy checked: a member sees
+-- the layer, a stranger nothing).
+-- name: anchor_visible
+select count(*) from anchor.documents;
+
 -- The text search configuration the page relies on (Supabase's is pg_catalog.english).
 -- name: anchor_default_text_search_config
 show default_text_search_config;
