@@ -30,7 +30,6 @@ from pathlib import Path
 import psycopg
 
 from zm_roi.identity import act_as, claims_for
-from zm_roi.queries import query
 from zm_roi_bench import compare, footprint, layers, report
 from zm_roi_bench.cluster import machine, server, throwaway_cluster
 from zm_roi_bench.pages import buffers
@@ -44,10 +43,6 @@ ARM_NAMES = {"hybrid": "zm-roi `public.recall`", "anchor": "Supabase `hybrid_sea
 SETS = ("paraphrased", "templated")
 
 
-def anchor_query(name: str) -> str:
-    return query(name, ANCHOR_SQL)
-
-
 def build(conn: psycopg.Connection, say) -> dict:
     """The anchor's schema, table, policy and function; the memories' rows copied in; the page's two
     indexes built; vacuumed. Seconds per step."""
@@ -55,11 +50,13 @@ def build(conn: psycopg.Connection, say) -> dict:
     conn.commit()
     conn.autocommit = True
     try:
-        for step in ("anchor_create", "anchor_fill", "anchor_indexes", "anchor_vacuum_analyze"):
+        steps = {"create": ANCHOR_SQL.read_text(), "fill": bench_query("anchor_fill")}
+        steps |= {"indexes": bench_query("anchor_indexes"), "vacuum_analyze": bench_query("anchor_vacuum_analyze")}
+        for step, statement in steps.items():
             say(f"anchor: {step}")
             started = time.monotonic()
-            conn.execute(anchor_query(step))
-            seconds[step.removeprefix("anchor_")] = round(time.monotonic() - started, 1)
+            conn.execute(statement)
+            seconds[step] = round(time.monotonic() - started, 1)
     finally:
         conn.autocommit = False
     return seconds
@@ -67,8 +64,8 @@ def build(conn: psycopg.Connection, say) -> dict:
 
 def storage(conn: psycopg.Connection) -> dict:
     """The anchor's bytes a memory by structure, in footprint's shape (no postings)."""
-    parts = [tuple(row) for row in conn.execute(anchor_query("anchor_storage_split")).fetchall()]
-    return footprint.split(parts, conn.execute(anchor_query("anchor_count")).fetchone()[0], 0)
+    parts = [tuple(row) for row in conn.execute(bench_query("anchor_storage_split")).fetchall()]
+    return footprint.split(parts, conn.execute(bench_query("anchor_count")).fetchone()[0], 0)
 
 
 def visible(conn: psycopg.Connection, user_id) -> dict:
@@ -77,7 +74,7 @@ def visible(conn: psycopg.Connection, user_id) -> dict:
     for who, claims in (("member", claims_for(user_id, layers.EMAIL)), ("stranger", claims_for(uuid.uuid4()))):
         with conn.transaction():
             act_as(conn, claims)
-            seen[who] = conn.execute(anchor_query("anchor_visible")).fetchone()[0]
+            seen[who] = conn.execute(bench_query("anchor_count")).fetchone()[0]
     conn.rollback()
     return seen
 
@@ -125,7 +122,7 @@ def run(root: Path, adr_corpus: Path, size: int, seed: int = 42, say: Callable[[
         built_in = build(conn, say)
         anchor_storage = storage(conn)
         seen = visible(conn, built["user_id"])
-        text_search_config = conn.execute(anchor_query("anchor_default_text_search_config")).fetchone()[0]
+        text_search_config = conn.execute(bench_query("anchor_default_text_search_config")).fetchone()[0]
         questions = layers.questions_for(conn, memories, paraphrases)
         say(f"measuring {len(questions)} questions x 2 asks x {layers.ROUNDS} blocks per arm")
         load_at_measurements = [round(x, 2) for x in os.getloadavg()]

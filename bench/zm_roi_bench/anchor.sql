@@ -15,7 +15,6 @@
 -- The query's text search configuration is the server's default_text_search_config, as on the page;
 -- Supabase's is `pg_catalog.english`, and the bench's cluster has the same (the report shows it).
 
--- name: anchor_create
 create schema anchor;
 grant usage on schema anchor to authenticated;
 
@@ -89,47 +88,3 @@ limit
   least(match_count, 30)
 $$;
 grant execute on function anchor.hybrid_search(text, extensions.vector, int, float, float, int) to authenticated;
-
--- The same rows as public.memories, each with its e5 vector, loaded before the page's two indexes are
--- built (the indexes the page creates on the empty table; built after the load here, the bench's way).
--- name: anchor_fill
-insert into anchor.documents (content, embedding, author_id, scope, project_id, team_id)
-select m.title || E'\n' || m.body, m.embedding::extensions.vector(384), m.author_id, m.scope, m.project_id, m.team_id
-from public.memories m
-order by m.created_at, m.id;
-
--- name: anchor_indexes
-create index on anchor.documents using gin (fts);
-create index on anchor.documents using hnsw (embedding extensions.vector_ip_ops);
-
--- name: anchor_vacuum_analyze
-vacuum analyze anchor.documents;
-
--- Bytes of the anchor by structure, shaped as storage_split's rows (footprint.split): the heap, its TOAST
--- table with its index, each index by name.
--- name: anchor_storage_split
-select part, relation, bytes from (
-  select 1 as o, 'documents heap' as part, 'anchor.documents' as relation,
-         pg_table_size(c.oid) - coalesce(pg_total_relation_size(nullif(c.reltoastrelid, 0)), 0) as bytes
-  from pg_class c where c.oid = 'anchor.documents'::regclass
-  union all
-  select 2, 'documents TOAST', coalesce(nullif(c.reltoastrelid, 0)::regclass::text, 'none'),
-         coalesce(pg_total_relation_size(nullif(c.reltoastrelid, 0)), 0)
-  from pg_class c where c.oid = 'anchor.documents'::regclass
-  union all
-  select 3, 'documents index', i.indexrelid::regclass::text, pg_relation_size(i.indexrelid)
-  from pg_index i where i.indrelid = 'anchor.documents'::regclass
-) s
-order by o, bytes desc, relation;
-
--- name: anchor_count
-select count(*) from anchor.documents;
-
--- The anchor's rows the caller sees through hybrid_search's own table (its policy checked: a member sees
--- the layer, a stranger nothing).
--- name: anchor_visible
-select count(*) from anchor.documents;
-
--- The text search configuration the page relies on (Supabase's is pg_catalog.english).
--- name: anchor_default_text_search_config
-show default_text_search_config;

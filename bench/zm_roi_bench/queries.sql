@@ -727,3 +727,44 @@ select id from anchor.hybrid_search(%(question)s, %(embedding)s::extensions.vect
 -- copies are told apart by their titles).
 -- name: anchor_titles
 select id, split_part(content, E'\n', 1) from anchor.documents where project_id = %(project_id)s;
+
+-- The anchor (anchor.py): its rows, its indexes and its bytes; its table and function are anchor.sql.
+-- The same rows as public.memories, each with its e5 vector, loaded before the page's two indexes are
+-- built (the indexes the page creates on the empty table; built after the load here, the bench's way).
+-- name: anchor_fill
+insert into anchor.documents (content, embedding, author_id, scope, project_id, team_id)
+select m.title || E'\n' || m.body, m.embedding::extensions.vector(384), m.author_id, m.scope, m.project_id, m.team_id
+from public.memories m
+order by m.created_at, m.id;
+
+-- name: anchor_indexes
+create index on anchor.documents using gin (fts);
+create index on anchor.documents using hnsw (embedding extensions.vector_ip_ops);
+
+-- name: anchor_vacuum_analyze
+vacuum analyze anchor.documents;
+
+-- Bytes of the anchor by structure, shaped as storage_split's rows (footprint.split): the heap, its TOAST
+-- table with its index, each index by name.
+-- name: anchor_storage_split
+select part, relation, bytes from (
+  select 1 as o, 'documents heap' as part, 'anchor.documents' as relation,
+         pg_table_size(c.oid) - coalesce(pg_total_relation_size(nullif(c.reltoastrelid, 0)), 0) as bytes
+  from pg_class c where c.oid = 'anchor.documents'::regclass
+  union all
+  select 2, 'documents TOAST', coalesce(nullif(c.reltoastrelid, 0)::regclass::text, 'none'),
+         coalesce(pg_total_relation_size(nullif(c.reltoastrelid, 0)), 0)
+  from pg_class c where c.oid = 'anchor.documents'::regclass
+  union all
+  select 3, 'documents index', i.indexrelid::regclass::text, pg_relation_size(i.indexrelid)
+  from pg_index i where i.indrelid = 'anchor.documents'::regclass
+) s
+order by o, bytes desc, relation;
+
+-- The anchor's rows: all of them as the owner; as a member or a stranger, what its policy shows them.
+-- name: anchor_count
+select count(*) from anchor.documents;
+
+-- The text search configuration the page relies on (Supabase's is pg_catalog.english).
+-- name: anchor_default_text_search_config
+show default_text_search_config;
