@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import re
 import statistics
 import time
 import uuid
@@ -32,7 +33,7 @@ import psycopg
 from zm_roi.identity import act_as, claims_for
 from zm_roi_bench import compare, footprint, layers, report
 from zm_roi_bench.cluster import machine, server, throwaway_cluster
-from zm_roi_bench.pages import buffers
+from zm_roi_bench.pages import buffers, nested_plans
 from zm_roi_bench.recall_quality import metrics
 from zm_roi_bench.sql import bench_query
 
@@ -66,6 +67,21 @@ def storage(conn: psycopg.Connection) -> dict:
     """The anchor's bytes a memory by structure, in footprint's shape (no postings)."""
     parts = [tuple(row) for row in conn.execute(bench_query("anchor_storage_split")).fetchall()]
     return footprint.split(parts, conn.execute(bench_query("anchor_count")).fetchone()[0], 0)
+
+
+def indexes_read(conn: psycopg.Connection, built: dict, question: dict) -> dict:
+    """Which of the anchor's indexes its hybrid_search reads, from auto_explain's nested plans of one recall
+    as the member (the page's semantic leg orders by a window's row_number, which the planner may sort
+    rather than walk the HNSW index for), and those plans."""
+    conn.commit()
+    conn.autocommit = True
+    try:
+        plans = nested_plans(conn, built["user_id"], next(iter(built["projects"].values())), question, "layers_anchor")
+    finally:
+        conn.autocommit = False
+    body = [plan for plan in plans if "anchor.documents" in plan and "with full_text as" in plan]
+    names = {m for plan in body for m in re.findall(r"Index (?:Only )?Scan (?:using|on) (documents_\w+)", plan)}
+    return {"indexes": sorted(names), "plans": body}
 
 
 def visible(conn: psycopg.Connection, user_id) -> dict:
@@ -129,6 +145,7 @@ def run(root: Path, adr_corpus: Path, size: int, seed: int = 42, say: Callable[[
         timed = layers.measure(conn, built, questions, ARMS, title_queries=("layers_titles", "anchor_titles"))
         say("measuring shared buffers per recall")
         touched = measure_buffers(conn, built, questions)
+        read = indexes_read(conn, built, questions[0])
         version = server(conn)["version"]
     layer = timed[str(size)]
     arms = {}
@@ -153,6 +170,7 @@ def run(root: Path, adr_corpus: Path, size: int, seed: int = 42, say: Callable[[
         "rounds": layers.ROUNDS,
         "measured_as": timed["as"],
         "anchor_rows_seen": seen,
+        "anchor_indexes_read": read,
         "default_text_search_config": text_search_config,
         "anchor_built_seconds": built_in,
         "arms": arms,
@@ -190,6 +208,14 @@ def _cell(value) -> str:
     if isinstance(value, float) and not value.is_integer():
         return f"{value:,.3f}" if value < 1 else f"{value:,.1f}"
     return f"{value:,.0f}"
+
+
+def indexes_sentence(read: dict | None) -> str:
+    """What the anchor's recall read, from its nested plan (a run before the bench captured it: nothing)."""
+    if read is None:
+        return ""
+    names = ", ".join(f"`{name}`" for name in read["indexes"]) or "none of its indexes (sequential scans and a sort)"
+    return f"The anchor's hybrid_search read {names} for the first question (nested plan in the .json)."
 
 
 def render(results: dict) -> str:
@@ -231,7 +257,7 @@ def render(results: dict) -> str:
         f"Anchor built in {built['fill']:.0f} s (rows) + {built['indexes']:.0f} s (GIN and HNSW); "
         f"default_text_search_config here: `{results['default_text_search_config']}`. Under its policy the member "
         f"sees {results['anchor_rows_seen']['member']:,} of the anchor's rows, a signed-in stranger "
-        f"{results['anchor_rows_seen']['stranger']:,}.",
+        f"{results['anchor_rows_seen']['stranger']:,}. " + indexes_sentence(results.get("anchor_indexes_read")),
         "",
         "## Bytes a memory: zm-roi",
         "",

@@ -747,19 +747,13 @@ vacuum analyze anchor.documents;
 -- Bytes of the anchor by structure, shaped as storage_split's rows (footprint.split): the heap, its TOAST
 -- table with its index, each index by name.
 -- name: anchor_storage_split
-select part, relation, bytes from (
-  select 1 as o, 'documents heap' as part, 'anchor.documents' as relation,
-         pg_table_size(c.oid) - coalesce(pg_total_relation_size(nullif(c.reltoastrelid, 0)), 0) as bytes
-  from pg_class c where c.oid = 'anchor.documents'::regclass
-  union all
-  select 2, 'documents TOAST', coalesce(nullif(c.reltoastrelid, 0)::regclass::text, 'none'),
-         coalesce(pg_total_relation_size(nullif(c.reltoastrelid, 0)), 0)
-  from pg_class c where c.oid = 'anchor.documents'::regclass
-  union all
-  select 3, 'documents index', i.indexrelid::regclass::text, pg_relation_size(i.indexrelid)
-  from pg_index i where i.indrelid = 'anchor.documents'::regclass
-) s
-order by o, bytes desc, relation;
+with t as (select oid, reltoastrelid from pg_class where oid = 'anchor.documents'::regclass)
+select 'documents heap', 'anchor.documents', pg_table_size(t.oid) - pg_total_relation_size(t.reltoastrelid) from t
+union all
+select 'documents TOAST', t.reltoastrelid::regclass::text, pg_total_relation_size(t.reltoastrelid) from t
+union all
+(select 'documents index', i.indexrelid::regclass::text, pg_relation_size(i.indexrelid)
+ from pg_index i join t on i.indrelid = t.oid order by 3 desc, 2);
 
 -- The anchor's rows: all of them as the owner; as a member or a stranger, what its policy shows them.
 -- name: anchor_count

@@ -266,3 +266,4 @@ def test_the_anchor_runs_beside_recall_on_the_same_rows_under_the_same_policy(tm
     text = md.read_text()
     assert "| bytes a memory, all in |" in text and "| MRR@10, templated |" in text
     assert "## Bytes a memory: Supabase's hybrid search" in text
+    assert "hybrid_search read" in text and results["anchor_indexes_read"]["plans"], "its nested plan is kept"
