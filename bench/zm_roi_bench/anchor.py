@@ -131,7 +131,7 @@ def quality(ranks: list[int | None], questions: list[dict]) -> dict:
 
 def run(root: Path, adr_corpus: Path, size: int, seed: int = 42, say: Callable[[str], None] = print) -> dict:
     """One layer of `size` rows on a throwaway cluster, both arms built on it and measured; the raw figures."""
-    started = time.monotonic()
+    started, at_start = time.monotonic(), machine()
     memories, paraphrases, vectors = layers.embedded_corpus(root, adr_corpus, say)
     with throwaway_cluster(root, say) as cluster, psycopg.connect(cluster.url()) as conn:
         built, zm_storage = layers.prepare(conn, memories, vectors, (size,), seed, say, before=False)
@@ -176,7 +176,7 @@ def run(root: Path, adr_corpus: Path, size: int, seed: int = 42, say: Callable[[
         "arms": arms,
         "server": version,
         "load_average_at_measurements": load_at_measurements,
-        "machine": dict(machine(), load_average_at_end=[round(x, 2) for x in os.getloadavg()]),
+        "machine": dict(at_start, load_average_at_end=[round(x, 2) for x in os.getloadavg()]),
         "seconds": round(time.monotonic() - started, 1),
     }
 
