@@ -2,6 +2,7 @@
 # `make bench [SIZE=10k|100k|1m|curve|layers] [OWNERS=n] [SEED=n]` measures speed at scale on a throwaway cluster;
 # `make bench SIZE=1m BASE=<commit>` measures this checkout side by side with that commit's database, interleaved.
 # `make bench SIZE=layers BASE=main` does the same for the layer bench (pinned recall on real text).
+# `make bench SIZE=anchor` puts recall beside Supabase's documented hybrid search on the same rows (anchor-10k, anchor-100k: one).
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -67,6 +68,8 @@ test: install-test
 # size: 1k, 10k and 100k rows, lexical and hybrid) about ten. With BASE=<commit> (one size), this checkout
 # side by side with that commit's database, same corpus, measured interleaved, in <date>-<SIZE>-vs-<commit>.md:
 # about 8 minutes at 10k, 15 at 1m (bench/README.md, *Side by side with another commit*).
+# SIZE=anchor: recall beside Supabase's documented hybrid search (tsvector + GIN, HNSW, RRF) on the same real-text
+# layer, interleaved, one report per size (10k and 100k; bench/README.md, *Side by side with Supabase's hybrid search*).
 bench: install
 	@$(BENCH) --size $(SIZE) --seed $(SEED) $(if $(OWNERS),--owners $(OWNERS)) $(if $(BASE),--base $(BASE))
 

@@ -1,5 +1,5 @@
-"""python -m zm_roi_bench --size 100k|10k|1m|curve|layers [--owners N] [--seed N] [--base COMMIT] [--out DIR]: what
-`make bench` runs."""
+"""python -m zm_roi_bench --size 100k|10k|1m|curve|layers|anchor [--owners N] [--seed N] [--base COMMIT]
+[--out DIR]: what `make bench` runs."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from zm_roi.errors import UserError
 from zm_roi.localdb import project_root
-from zm_roi_bench import CURVE, DEFAULT_SEED, SIZES, compare, layers, layers_compare, run
+from zm_roi_bench import CURVE, DEFAULT_SEED, SIZES, anchor, compare, layers, layers_compare, report, run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -18,8 +18,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--size",
         default="100k",
-        help="10k, 100k (default), 1m, curve (10k, 100k and 1m in one report), or layers (pinned recall on real "
-        "text against the layer's size: 1k, 10k and 100k rows)",
+        help="10k, 100k (default), 1m, curve (10k, 100k and 1m in one report), layers (pinned recall on real "
+        "text against the layer's size: 1k, 10k and 100k rows), or anchor (side by side with Supabase's documented "
+        "hybrid search at 10k and 100k rows, a report each; anchor-10k or anchor-100k for one)",
     )
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="corpus seed (default %(default)s)")
     parser.add_argument(
@@ -35,19 +36,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--adr-corpus",
         default=None,
-        help="with layers: the public ADR corpus (default ../shared/eval/public-adr-corpus.jsonl beside the "
+        help="with layers or anchor: the public ADR corpus (default ../shared/eval/public-adr-corpus.jsonl beside the "
         "checkout; a worktree names it)",
     )
     args = parser.parse_args(argv)
     label = args.size.lower()
     if label == "layers":
         return _layers(args)
+    if label in anchor.SIZES and args.base is not None:
+        print(
+            "zm-roi bench: the anchor is measured against Supabase's hybrid search, not a commit: drop BASE",
+            file=sys.stderr,
+        )
+        return 2
+    if label in anchor.SIZES:
+        return _anchor(args, anchor.SIZES[label])
     if label == "curve":
         sizes = list(CURVE)
     elif label in SIZES:
         sizes = [SIZES[label]]
     else:
-        print(f"zm-roi bench: unknown size {args.size!r}: use 10k, 100k, 1m, curve or layers", file=sys.stderr)
+        print(f"zm-roi bench: unknown size {args.size!r}: use 10k, 100k, 1m, curve, layers or anchor", file=sys.stderr)
         return 2
     if args.base is not None and len(sizes) != 1:
         print("zm-roi bench: --base compares one size: use 10k, 100k or 1m", file=sys.stderr)
@@ -108,6 +117,23 @@ def _layers(args: argparse.Namespace) -> int:
     md, raw = layers.write(figures, out, "make bench SIZE=layers")
     print(layers.render(figures))
     print(f"report: {md}\nraw figures: {raw}\ntook {figures['seconds']:.0f} s")
+    return 0
+
+
+def _anchor(args: argparse.Namespace, sizes: tuple[int, ...]) -> int:
+    root = project_root()
+    out = root / "bench" / "results" if args.out is None else Path(args.out)
+    adr_corpus = Path(args.adr_corpus or root.parent / "shared" / "eval" / "public-adr-corpus.jsonl")
+    say = lambda text: print(text, flush=True)  # noqa: E731
+    for size in sizes:
+        try:
+            results = anchor.run(root, adr_corpus, size, seed=args.seed, say=say)
+        except UserError as exc:
+            print(f"zm-roi bench: {exc}", file=sys.stderr)
+            return 2
+        md, raw = report.write(results, out, render_as=anchor.render)
+        print(anchor.render(results))
+        print(f"report: {md}\nraw figures: {raw}\ntook {results['seconds']:.0f} s")
     return 0
 
 

@@ -192,6 +192,7 @@ def measure(
     recalls: tuple[str, ...] = RECALLS,
     rounds: range = range(ROUNDS),
     raw: bool = False,
+    title_queries: tuple[str, ...] = ("layers_titles",),
 ) -> dict:
     """p50 / p95 of each recall per layer size, as the member, and the sources found in the top 10 (in
     round 0). Each recall asks every question in a block of its own, and the blocks take turns, their
@@ -200,16 +201,22 @@ def measure(
     recalling from the layer would find it (the figures the report's table shows). Taking turns question
     by question instead, the shipped hybrid always ran after today's exact scans of the same layer, which
     evict its pages from shared buffers: 20.1 ms at 100,000 rows where it takes 14.8 ms after a recall of
-    its own kind. `raw`: every sample in the summaries too."""
+    its own kind. `raw`: every sample in the summaries too. `title_queries`: the named queries that map a
+    recall's row ids to titles (another table's rows, as the anchor's, bring their own). `ranks`: per
+    question, where the source or one of its copies first came (None past the 10th), round 0."""
     act_as(conn, claims_for(built["user_id"], EMAIL))
     results = {"as": conn.execute(bench_query("layers_caller")).fetchone()[0]}
     for size, project_id in built["projects"].items():
-        titles = dict(conn.execute(bench_query("layers_titles"), {"project_id": project_id}).fetchall())
+        by_query = [
+            dict(conn.execute(bench_query(name), {"project_id": project_id}).fetchall()) for name in title_queries
+        ]
+        titles = {row_id: title for rows in by_query for row_id, title in rows.items()}
         originals = {memory_id: built["originals"][size].get(title, set()) for memory_id, title in titles.items()}
         sql = {recall: bench_query(f"layers_{recall}") for recall in recalls}
         first_ask = {recall: Series() for recall in recalls}
         series = {recall: Series() for recall in recalls}
         found = dict.fromkeys(recalls, 0)
+        ranks: dict[str, list[int | None]] = {recall: [] for recall in recalls}
         for round_ in rounds:
             for recall in rotated(recalls, round_):
                 for timings in (first_ask[recall], series[recall]):
@@ -218,19 +225,26 @@ def measure(
                         ms, rows = timed(lambda text=sql[recall], args=args: conn.execute(text, args).fetchall())
                         timings.add(ms)
                         if round_ == 0 and timings is series[recall]:
-                            found[recall] += any(q["source"] in originals.get(row[0], ()) for row in rows)
-        per_size = {"rows": len(titles)}  # what the member sees of the layer
+                            ranks[recall].append(source_rank(q["source"], rows, originals))
+                            found[recall] += ranks[recall][-1] is not None
+        per_size = {"rows": len(by_query[0])}  # what the member sees of the layer
         for recall in recalls:
             per_size[recall] = dict(
                 series[recall].summary(raw=raw),
                 first_ask=first_ask[recall].summary(raw=raw),
                 source_in_top_10=found[recall],
+                ranks=ranks[recall],
                 questions=len(questions),
             )
         results[str(size)] = per_size
     conn.execute("reset role")
     conn.commit()
     return results
+
+
+def source_rank(source: int, rows: list, originals: dict) -> int | None:
+    """Where the source (or one of its copies) first comes in a recall's rows, from 1; None past the 10th."""
+    return next((n for n, row in enumerate(rows[:10], start=1) if source in originals.get(row[0], ())), None)
 
 
 def prepare(

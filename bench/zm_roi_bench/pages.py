@@ -229,8 +229,11 @@ def measure_cold(cluster, user_id, project_id: str, questions: list[dict]) -> di
     return figures
 
 
-def nested_plans(conn: psycopg.Connection, user_id, project_id: str, question: dict) -> list[str]:
-    """auto_explain's plans of the recall's nested statements (as notices), for the first question."""
+def nested_plans(
+    conn: psycopg.Connection, user_id, project_id: str, question: dict, statement: str = "pages_hybrid"
+) -> list[str]:
+    """auto_explain's plans of the recall's nested statements (as notices), for the first question;
+    `statement`, the named query that recalls (the anchor's too)."""
     notices = []
 
     def collect(diagnostic) -> None:
@@ -248,7 +251,7 @@ def nested_plans(conn: psycopg.Connection, user_id, project_id: str, question: d
         conn.execute(bench_query("pages_setting"), {"name": setting, "value": value})
     with conn.transaction():
         act_as(conn, claims_for(user_id, EMAIL))
-        conn.execute(bench_query("pages_hybrid"), dict(question, project_id=project_id))
+        conn.execute(bench_query(statement), dict(question, project_id=project_id))
     conn.execute(bench_query("pages_setting"), {"name": "auto_explain.log_min_duration", "value": "-1"})
     conn.remove_notice_handler(collect)  # else a later moment's plans land in this moment's list too
     return notices

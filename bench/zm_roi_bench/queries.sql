@@ -717,3 +717,48 @@ from extensions.pg_stat_statements s
 where s.calls > 0
 order by s.total_exec_time desc
 limit 60;
+
+-- The anchor (anchor.py, anchor.sql): Supabase's documented hybrid_search, as the member, with the e5
+-- query embedding and the page's match_count of 10.
+-- name: layers_anchor
+select id from anchor.hybrid_search(%(question)s, %(embedding)s::extensions.vector, 10);
+
+-- The anchor's rows of a project, as the member, by the title their content starts with (the layers'
+-- copies are told apart by their titles).
+-- name: anchor_titles
+select id, split_part(content, E'\n', 1) from anchor.documents where project_id = %(project_id)s;
+
+-- The anchor (anchor.py): its rows, its indexes and its bytes; its table and function are anchor.sql.
+-- The same rows as public.memories, each with its e5 vector, loaded before the page's two indexes are
+-- built (the indexes the page creates on the empty table; built after the load here, the bench's way).
+-- name: anchor_fill
+insert into anchor.documents (content, embedding, author_id, scope, project_id, team_id)
+select m.title || E'\n' || m.body, m.embedding::extensions.vector(384), m.author_id, m.scope, m.project_id, m.team_id
+from public.memories m
+order by m.created_at, m.id;
+
+-- name: anchor_indexes
+create index on anchor.documents using gin (fts);
+create index on anchor.documents using hnsw (embedding extensions.vector_ip_ops);
+
+-- name: anchor_vacuum_analyze
+vacuum analyze anchor.documents;
+
+-- Bytes of the anchor by structure, shaped as storage_split's rows (footprint.split): the heap, its TOAST
+-- table with its index, each index by name.
+-- name: anchor_storage_split
+with t as (select oid, reltoastrelid from pg_class where oid = 'anchor.documents'::regclass)
+select 'documents heap', 'anchor.documents', pg_table_size(t.oid) - pg_total_relation_size(t.reltoastrelid) from t
+union all
+select 'documents TOAST', t.reltoastrelid::regclass::text, pg_total_relation_size(t.reltoastrelid) from t
+union all
+(select 'documents index', i.indexrelid::regclass::text, pg_relation_size(i.indexrelid)
+ from pg_index i join t on i.indrelid = t.oid order by 3 desc, 2);
+
+-- The anchor's rows: all of them as the owner; as a member or a stranger, what its policy shows them.
+-- name: anchor_count
+select count(*) from anchor.documents;
+
+-- The text search configuration the page relies on (Supabase's is pg_catalog.english).
+-- name: anchor_default_text_search_config
+show default_text_search_config;

@@ -15,7 +15,7 @@ import pytest
 import zm_roi_bench as bench
 from tests.conftest import ROOT
 from zm_roi import embeddings
-from zm_roi_bench import compare, layers, layers_compare, report
+from zm_roi_bench import anchor, compare, layers, layers_compare, report
 from zm_roi_bench.measure import Plan
 
 TINY = Plan(
@@ -242,3 +242,28 @@ def test_the_layer_curve_runs_side_by_side_with_another_commit(tmp_path):
     assert all(row["ratio"] is not None for row in results["comparison"])
     md, raw = layers_compare.write(results, tmp_path)
     assert "| 400 | hybrid |" in md.read_text() and json.loads(raw.read_text())["rounds"] == 2
+
+
+def test_the_anchor_runs_beside_recall_on_the_same_rows_under_the_same_policy(tmp_path):
+    """`make bench SIZE=anchor` at a tiny size, demo corpus only: Supabase's hybrid search holds the same
+    rows as the layer, its policy shows them to the member and none to a stranger, both arms are timed
+    and their buffers read for every question, both find the templated questions' sources (the figures
+    are of recalls that work), and the report puts the two side by side with each one's bytes."""
+    results = anchor.run(ROOT, tmp_path / "no-adr-corpus.jsonl", 300, say=lambda _: None)
+    assert results["rows_seen_by_the_member"] == 300
+    assert results["anchor_rows_seen"] == {"member": 300, "stranger": 0}, "the anchor's policy is the memories'"
+    assert results["default_text_search_config"] == "pg_catalog.english", "the page relies on Supabase's default"
+    for arm in anchor.ARMS:
+        figures = results["arms"][arm]
+        assert figures["timing"]["n"] == layers.ROUNDS * layers.TEMPLATED, arm
+        assert figures["buffers"]["buffers_p50"] > 0, arm
+        assert figures["quality"]["templated"]["hit10"] >= 0.9 * layers.TEMPLATED, arm
+        assert figures["bytes"]["memories"] == 300, f"{arm}: the same rows"
+    parts = {p["relation"] for p in results["arms"]["anchor"]["bytes"]["parts"]}
+    assert {"anchor.documents", "anchor.documents_fts_idx", "anchor.documents_embedding_idx"} <= parts
+    md, raw = report.write(results, tmp_path, render_as=anchor.render)
+    assert md.name.endswith("-anchor-300.md") and json.loads(raw.read_text())["size"] == 300
+    text = md.read_text()
+    assert "| bytes a memory, all in |" in text and "| MRR@10, templated |" in text
+    assert "## Bytes a memory: Supabase's hybrid search" in text
+    assert "hybrid_search read" in text and results["anchor_indexes_read"]["plans"], "its nested plan is kept"
