@@ -100,6 +100,19 @@ class Grade(BaseModel):
     reason: str = Field(strict=True)
 
 
+def reply_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema of a reply, for a server that constrains its output to one (llm.SCHEMA_FORMS). The
+    parser checks every reply all the same: a constrained reply can still be cut short."""
+    return model.model_json_schema()
+
+
+def question_schema(bounds: QuestionBounds) -> dict[str, Any]:
+    """The generation reply's schema, its question held to the length bounds."""
+    schema = reply_schema(GeneratedQuestion)
+    schema["properties"]["question"].update(minLength=bounds.min_chars, maxLength=bounds.max_chars)
+    return schema
+
+
 def generation_prompt(kind: str, title: str, body: str, bounds: QuestionBounds, refused: str | None = None) -> str:
     """The question-writing prompt, telling the model the longest question the gate takes; `refused` is
     why the gate turned the model's first question down, for the one retry it gets."""
