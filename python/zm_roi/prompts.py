@@ -107,9 +107,15 @@ def reply_schema(model: type[BaseModel]) -> dict[str, Any]:
 
 
 def question_schema(bounds: QuestionBounds) -> dict[str, Any]:
-    """The generation reply's schema, its question held to the length bounds."""
+    """The generation reply's schema: one line of the bounds' length with one question mark, at its end.
+    A pattern rather than minLength/maxLength alone: llama-cpp-python's grammar lets a plain JSON string
+    hold raw line breaks (invalid JSON, which the parser refuses), and the pattern also rules them out."""
     schema = reply_schema(GeneratedQuestion)
-    schema["properties"]["question"].update(minLength=bounds.min_chars, maxLength=bounds.max_chars)
+    schema["properties"]["question"].update(
+        minLength=bounds.min_chars,
+        maxLength=bounds.max_chars,
+        pattern=rf'^[^"\\\n\r?]{{{bounds.min_chars - 1},{bounds.max_chars - 1}}}[?]$',
+    )
     return schema
 
 

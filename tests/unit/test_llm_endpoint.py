@@ -5,6 +5,8 @@ records what it was asked."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from zm_roi import judgecheck, llm, prompts, settings
@@ -70,6 +72,10 @@ def test_the_judgment_schema_is_the_parsers_own_fields_and_nothing_else():
     assert JUDGMENT_SCHEMA["additionalProperties"] is False, "a second verdict in another key is refused"
     question = prompts.question_schema(prompts.QuestionBounds(10, 300))["properties"]["question"]
     assert (question["minLength"], question["maxLength"]) == (10, 300)
+    one_line = re.compile(question["pattern"])
+    assert one_line.match("Which SDK version do we pin?"), "a question of the bounds' length fits"
+    for broken in ("Two? Questions?", "Line one\nline two?", "No question mark.", "Short?", "x" * 300 + "?"):
+        assert not one_line.match(broken), f"the schema rules out {broken[:30]!r}"
 
 
 def test_judge_check_skips_and_counts_a_case_whose_prompt_does_not_fit():
