@@ -11,13 +11,16 @@ import json
 import re
 import uuid
 from decimal import Decimal
+from pathlib import Path
 
+import psycopg
 import pytest
 
 from tests.judge_correction import corrected_rate
 from tests.support import GENERATION_MODEL, KNOWLEDGE, as_user, benchmark, fetch, forget_calibrations
 from tests.worker.test_judge_check import CASES, GOLD
 from zm_roi import cli, judgecheck, llm, mcp_server, prompts, tokens
+from zm_roi.queries import query
 from zm_roi.transport import LocalTransport
 from zm_roi.worker import Worker, WorkerConfig
 
@@ -161,3 +164,45 @@ def test_a_runs_corrected_rate_follows_the_newest_calibration_of_its_judge(
         assert run["exclusive_rate_corrected_low"] <= run["exclusive_rate"] <= run["exclusive_rate_corrected_high"]
     finally:
         forget_calibrations(db_url, check_ids=recorded)
+
+
+LOCAL_MODEL_REPORT = Path(__file__).resolve().parents[2] / "bench" / "results" / "2026-12-05-local-model.json"
+
+
+def test_the_packaged_local_models_measured_calibration_gives_no_corrected_rate_and_says_why(
+    db_url, worker_url, llm_mode, owners, fake_openai, judge_model, monkeypatch
+):
+    """The counts judge-check measured on SmolLM2-135M (bench/results), recorded for a run's judge: the run
+    and the tile carry no corrected rate, and the tile says why."""
+    measured = json.loads(LOCAL_MODEL_REPORT.read_text())["judge_check"]
+    assert not measured["verdict"]["passed"], "the 135M model failed its judge-check"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-deployment")
+    real = llm.litellm.completion
+    through = lambda **kwargs: real(**kwargs, api_base=fake_openai.url)  # noqa: E731
+    fake_openai.judge_reply = PERFECT
+    config = WorkerConfig(generation_model=GENERATION_MODEL, judge_model=judge_model, key_encryption_key="k")
+    owner = owners.create(KNOWLEDGE)
+    benchmark(db_url, owner)
+    Worker(worker_url, config, through).run(once=True)
+    assert benchmark(db_url, owner)["status"] == "started"
+    Worker(worker_url, config, through).run(once=True)
+    check_id = uuid.uuid4()
+    row = judgecheck.calibration_row(
+        {**measured, "check_id": check_id, "judge_fingerprint": prompts.fingerprint(judge_model, "judge.j2")}
+    )
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute(query("record_judge_calibration"), row)
+    try:
+        run = runs_row(db_url, owner)
+        assert run["judge_calibrated"] is True, "the measured calibration applies to the run's judge"
+        assert run["exclusive_rate_corrected"] is None and run["exclusive_rate_corrected_low"] is None, (
+            f"no corrected rate from a judge that failed its check: {run['exclusive_rate_corrected']}"
+        )
+        ex = measured["exclusive"]
+        sensitivity, specificity = round(100 * ex["sensitivity"]), round(100 * ex["specificity"])
+        assert judge_note(db_url, owner) == (
+            f"judge calibrated on {measured['cases']} cases (sensitivity {sensitivity}%, specificity "
+            f"{specificity}%): too close to chance to correct, so the rate above is only what the judge said"
+        ), "the tile says why there is no corrected rate"
+    finally:
+        forget_calibrations(db_url, check_ids=[check_id])
