@@ -71,10 +71,10 @@ def test_the_judgment_schema_is_the_parsers_own_fields_and_nothing_else():
     assert JUDGMENT_SCHEMA["required"] == ["with_memory", "without_memory", "confidence", "reason"]
     assert JUDGMENT_SCHEMA["additionalProperties"] is False, "a second verdict in another key is refused"
     question = prompts.question_schema(prompts.QuestionBounds(10, 300))["properties"]["question"]
-    assert (question["minLength"], question["maxLength"]) == (10, 300)
+    assert "maxLength" not in question, "no counted repetition: it slows a grammar-constrained model"
     one_line = re.compile(question["pattern"])
     assert one_line.match("Which SDK version do we pin?"), "a question of the bounds' length fits"
-    for broken in ("Two? Questions?", "Line one\nline two?", "No question mark.", "Short?", "x" * 300 + "?"):
+    for broken in ("Two? Questions?", "Line one\nline two?", "No question mark.", 'A "quoted" one?'):
         assert not one_line.match(broken), f"the schema rules out {broken[:30]!r}"
 
 

@@ -69,9 +69,9 @@ def judge_note(db_url, owner) -> str:
     return as_user(db_url, owner, "select judge_note from public.roi_benchmark_tile")[0]["judge_note"]
 
 
-def test_a_runs_corrected_rate_follows_the_newest_calibration_of_its_judge(
-    cluster, db_url, worker_url, llm_mode, owners, fake_openai, judge_model, monkeypatch
-):
+def judged_run(db_url, worker_url, owners, fake_openai, judge_model, monkeypatch):
+    """An owner whose run the fake endpoint's judge judged (PERFECT's verdicts: 3 of 6 exclusive), and the
+    completion that reaches that endpoint."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-deployment")
     real = llm.litellm.completion
     through = lambda **kwargs: real(**kwargs, api_base=fake_openai.url)  # noqa: E731
@@ -82,6 +82,13 @@ def test_a_runs_corrected_rate_follows_the_newest_calibration_of_its_judge(
     Worker(worker_url, config, through).run(once=True)
     assert benchmark(db_url, owner)["status"] == "started"
     Worker(worker_url, config, through).run(once=True)
+    return owner, through
+
+
+def test_a_runs_corrected_rate_follows_the_newest_calibration_of_its_judge(
+    cluster, db_url, worker_url, llm_mode, owners, fake_openai, judge_model, monkeypatch
+):
+    owner, through = judged_run(db_url, worker_url, owners, fake_openai, judge_model, monkeypatch)
     fingerprint = prompts.fingerprint(judge_model, "judge.j2")
     recorded: list[str] = []
     try:
@@ -176,16 +183,7 @@ def test_the_packaged_local_models_measured_calibration_gives_no_corrected_rate_
     and the tile carry no corrected rate, and the tile says why."""
     measured = json.loads(LOCAL_MODEL_REPORT.read_text())["judge_check"]
     assert not measured["verdict"]["passed"], "the 135M model failed its judge-check"
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-deployment")
-    real = llm.litellm.completion
-    through = lambda **kwargs: real(**kwargs, api_base=fake_openai.url)  # noqa: E731
-    fake_openai.judge_reply = PERFECT
-    config = WorkerConfig(generation_model=GENERATION_MODEL, judge_model=judge_model, key_encryption_key="k")
-    owner = owners.create(KNOWLEDGE)
-    benchmark(db_url, owner)
-    Worker(worker_url, config, through).run(once=True)
-    assert benchmark(db_url, owner)["status"] == "started"
-    Worker(worker_url, config, through).run(once=True)
+    owner, _ = judged_run(db_url, worker_url, owners, fake_openai, judge_model, monkeypatch)
     check_id = uuid.uuid4()
     row = judgecheck.calibration_row(
         {**measured, "check_id": check_id, "judge_fingerprint": prompts.fingerprint(judge_model, "judge.j2")}
