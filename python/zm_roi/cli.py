@@ -317,7 +317,8 @@ def cmd_worker(args: argparse.Namespace, config: settings.Settings) -> None:
 
 
 def cmd_judge_check(args: argparse.Namespace, config: settings.Settings) -> int:
-    """Exit 0 when the judge meets the thresholds of docs/judge-calibration.md, 1 when it does not."""
+    """Exit 0 when the judge meets the thresholds of docs/judge-calibration.md, 1 when it does not, 2 (a
+    UserError) when no call came back, so there is nothing to judge the model by."""
     import json
 
     from zm_roi import judgecheck, llm
@@ -336,6 +337,13 @@ def cmd_judge_check(args: argparse.Namespace, config: settings.Settings) -> int:
         endpoint=llm.Endpoint(config.model_context_tokens, config.model_schema),
         progress=not args.json,
     )
+    if report["cases"] and not report["calls"]:
+        # No call came back at all (the server is down, the URL or key is wrong, every prompt too long):
+        # nothing was measured, so there is no verdict on the model.
+        raise UserError(
+            f"judge-check could not measure {model}: none of the {report['cases']} cases got a reply "
+            f"({report['last_failure']}); check OPENAI_API_BASE, the key and the server, then run it again"
+        )
     print(json.dumps(report, indent=2) if args.json else judgecheck.format_report(report))
     return 0 if report["verdict"]["passed"] else 1
 

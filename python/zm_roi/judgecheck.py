@@ -233,6 +233,8 @@ def summarise(model: str, results: list[Judged]) -> dict[str, Any]:
         "skipped_cases": sorted(r.case.id for r in results if r.verdict is None),
         # Of the skipped: refused before any call, their prompt longer than the model's context window.
         "too_long_cases": sorted(r.case.id for r in results if r.too_long),
+        # Why the last skipped case got no verdict (no case or reply text: a provider's or the parser's words).
+        "last_failure": next((r.last_failure for r in results if r.verdict is None and r.last_failure), None),
     }
     for label in LABELS:
         report[label] = label_figures([(getattr(r.case, label), judged_label(r.verdict, label)) for r in done])
