@@ -109,9 +109,10 @@ def json_mode(model: str) -> dict | None:
 # form {"type": "json_schema", "json_schema": {"name": …, "schema": …}} (Ollama, LM Studio, vLLM, llama-server).
 SCHEMA_FORMS = MODEL_SCHEMA_FORMS
 # The reply's room in the context window, and the most a call asks for when the window is known
-# (max_tokens): every reply is one small JSON object, and a small model caught repeating itself stops here
-# instead of filling the window.
-REPLY_TOKENS = 512
+# (max_tokens): every reply is one small JSON object (EXPECTED_OUTPUT_TOKENS, below, is the same figure),
+# and a small model caught repeating itself stops here instead of filling the window: on SmolLM2-135M under
+# a grammar, at about 4 tokens a second, 512 tokens took two minutes a call.
+REPLY_TOKENS = 256
 # A chat template wraps the prompt in a few role and turn tokens.
 CHAT_OVERHEAD_TOKENS = 32
 
