@@ -140,6 +140,8 @@ def render(result: dict) -> str:
         f"at start (the machine is shared). Embeddings: {result.get('embedding_model')} (recall is lexical).",
         f"Server start to first answer: {result['model']['load_seconds']} s.",
         "",
+        _sample_note(result.get("calibration_sample")),
+        "",
         "## judge-check on the shipped calibration set",
         "",
         "```",
@@ -170,7 +172,8 @@ def render(result: dict) -> str:
         "## LLM mode end to end (the demo team, maya's pool and one run)",
         "",
         ("Stopped waiting at the deadline (--minutes). " if e2e.get("stopped_at_deadline") else "")
-        + f"Calls to the benchmark: {', '.join(e2e['answers'])}. Questions by origin: {e2e['question_origins']}.",
+        + f"Calls to the benchmark (one a second while the worker drains): {_answers(e2e['answers'])}. "
+        f"Questions by origin: {e2e['question_origins']}; pool target {result.get('pool_target')}.",
         f"Pool written in {e2e['pool_seconds']} s; run judged (judgments and the judge checks) in "
         f"{e2e['judging_seconds']} s.",
         "",
@@ -196,6 +199,26 @@ def render(result: dict) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _sample_note(sample: dict | None) -> str:
+    if not sample or sample["every"] == 1:
+        return "The whole calibration set."
+    return (
+        f"A sample of the calibration set: every {sample['every']}th case, {sample['cases']} of {sample['of']} "
+        "(the whole set takes about 20 minutes here; `--every 1`)."
+    )
+
+
+def _answers(answers: list[str]) -> str:
+    """`generating` 84 times, then `started`: each answer with how many times in a row it came."""
+    runs: list[list] = []
+    for answer in answers:
+        if runs and runs[-1][0] == answer:
+            runs[-1][1] += 1
+        else:
+            runs.append([answer, 1])
+    return ", then ".join(f"`{a}`" + (f" {n} times" if n > 1 else "") for a, n in runs)
 
 
 def _pct(value: float | None) -> str:

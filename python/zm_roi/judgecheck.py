@@ -414,8 +414,8 @@ def format_report(report: dict[str, Any]) -> str:
     )
     if report["recorded"]:
         lines.append(
-            f"  recorded as the calibration of {report['judge_fingerprint']}: the runs it judged show a "
-            "corrected exclusive rate"
+            f"  recorded as the calibration of {report['judge_fingerprint']}: the runs it judged carry its "
+            "measured error (a corrected exclusive rate where the judge is far enough from chance; else why not)"
         )
     else:
         lines.append("  not recorded (add --record to make it the calibration the runs view corrects with)")

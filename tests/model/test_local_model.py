@@ -21,7 +21,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import KNOWLEDGE, as_user, benchmark, fetch, set_settings, wait_for
+from tests.support import (
+    GENERATION_MODEL,
+    KNOWLEDGE,
+    ScriptedModel,
+    as_user,
+    benchmark,
+    default_answer,
+    fetch,
+    set_settings,
+    wait_for,
+)
 from tests.worker.conftest import tile
 from zm_roi import cli, judgecheck, llm, localmodel, worker
 from zm_roi.judgecheck import load_cases
@@ -103,11 +113,11 @@ def test_a_real_reply_that_breaks_the_schema_is_skipped_and_counted_never_a_verd
 ):
     owner = owners.create(KNOWLEDGE[1:2])
     benchmark(db_url, owner)
-    drain(
-        worker_url,
-        local_endpoint,
-        lambda: fetch(db_url, "select 1 from roi.probes where owner_id = %s and state = 'active'", (owner,)),
-    )
+    # The question comes from the scripted writer (the real one has its own test above): this test is
+    # about the judge's reply.
+    scripted = WorkerConfig(generation_model=GENERATION_MODEL, judge_model=MODEL, concurrency=1)
+    Worker(worker_url, scripted, ScriptedModel(default_answer)).run(once=True)
+    assert fetch(db_url, "select 1 from roi.probes where owner_id = %s and state = 'active'", (owner,))
     # The server is held to another schema than the judgment's: its reply is real JSON that the judge's
     # parser must refuse. One attempt, so the judgment gives up at once.
     other = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
