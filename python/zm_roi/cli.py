@@ -335,7 +335,7 @@ def cmd_judge_check(args: argparse.Namespace, config: settings.Settings) -> int:
         concurrency=config.worker_concurrency,
         record=args.record,
         endpoint=llm.Endpoint(config.model_context_tokens, config.model_schema),
-        progress=not args.json,
+        progress=True,  # on stderr: stdout stays the report (one JSON object with --json)
     )
     if report["cases"] and not report["calls"]:
         # No call came back at all (the server is down, the URL or key is wrong, every prompt too long):
