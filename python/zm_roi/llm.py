@@ -21,6 +21,7 @@ import pydantic  # noqa: E402
 from openai.types.chat import ChatCompletion  # noqa: E402
 
 from zm_roi.errors import UserError  # noqa: E402
+from zm_roi.settings import MODEL_SCHEMA_FORMS  # noqa: E402
 
 # No "Give Feedback / Get Help" banner on stdout for every provider error: the worker logs one line.
 litellm.suppress_debug_info = True
@@ -102,6 +103,62 @@ def json_mode(model: str) -> dict | None:
     return {"type": "json_object"} if "response_format" in supported else None
 
 
+# How a call hands the reply's JSON schema to the server (ZM_MODEL_SCHEMA): `off` sends none (the plain
+# JSON mode of json_mode); `json_object` sends {"type": "json_object", "schema": …}, the form llama.cpp's
+# servers (llama-server, llama-cpp-python) turn into a grammar; `json_schema` sends OpenAI's structured-output
+# form {"type": "json_schema", "json_schema": {"name": …, "schema": …}} (Ollama, LM Studio, vLLM, llama-server).
+SCHEMA_FORMS = MODEL_SCHEMA_FORMS
+# The reply's room in the context window, and the most a call asks for when the window is known
+# (max_tokens): every reply is one small JSON object (EXPECTED_OUTPUT_TOKENS, below, is the same figure),
+# and a small model caught repeating itself stops here instead of filling the window: on SmolLM2-135M under
+# a grammar, at about 4 tokens a second, 512 tokens took two minutes a call.
+REPLY_TOKENS = 256
+# A chat template wraps the prompt in a few role and turn tokens.
+CHAT_OVERHEAD_TOKENS = 32
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """What litellm's model string does not say about a self-hosted model: its context window in tokens
+    (ZM_MODEL_CONTEXT_TOKENS; None: unknown, nothing is checked) and how it takes a JSON schema
+    (ZM_MODEL_SCHEMA, one of SCHEMA_FORMS)."""
+
+    context_tokens: int | None = None
+    schema_form: str = "off"
+
+
+class TooLong(Exception):  # noqa: N818 - reads as what it is: the prompt is too long
+    """The prompt does not fit the model's context window: refused before the call, never truncated."""
+
+
+def estimated_tokens(model: str, prompt: str) -> int:
+    """A safe (high) estimate of the prompt's tokens on any tokenizer: the larger of litellm's count and one
+    token per three characters (English runs about four a token), plus the chat template's tokens."""
+    return max(prompt_tokens(model, prompt), -(-len(prompt) // 3)) + CHAT_OVERHEAD_TOKENS
+
+
+def check_fits(model: str, prompt: str, endpoint: Endpoint) -> None:
+    """Raise TooLong when the prompt and the reply's room exceed the context window (when it is known)."""
+    if endpoint.context_tokens is None:
+        return
+    needed = estimated_tokens(model, prompt)
+    if needed + REPLY_TOKENS > endpoint.context_tokens:
+        raise TooLong(
+            f"the prompt needs about {needed:,} tokens and the reply {REPLY_TOKENS}, more than {model}'s context "
+            f"window of {endpoint.context_tokens:,} (ZM_MODEL_CONTEXT_TOKENS): no call made; serve the model with a "
+            "larger context or use a model with a larger one"
+        )
+
+
+def response_format(model: str, schema: dict | None, endpoint: Endpoint) -> dict | None:
+    """The `response_format` of a call: the schema in the endpoint's form, or plain JSON mode (json_mode)."""
+    if schema is None or endpoint.schema_form == "off":
+        return json_mode(model)
+    if endpoint.schema_form == "json_object":
+        return {"type": "json_object", "schema": schema}
+    return {"type": "json_schema", "json_schema": {"name": schema.get("title", "reply"), "schema": schema}}
+
+
 def call(
     complete: Complete,
     *,
@@ -110,11 +167,15 @@ def call(
     temperature: float,
     api_key: str | None,
     timeout: float,
+    schema: dict | None = None,
+    endpoint: Endpoint = Endpoint(),  # noqa: B008 - frozen, never mutated
 ) -> Reply:
     """One chat completion asking for a JSON object (through `response_format` where the provider takes
-    it, see json_mode). Retries are ours (backoff in SQL), not the SDK's, so every attempt is a call we
-    see and meter."""
-    json_format = json_mode(model)
+    it, see json_mode; constrained to `schema` where the endpoint takes one, see SCHEMA_FORMS). A prompt
+    that does not fit the endpoint's context window raises TooLong before any call. Retries are ours
+    (backoff in SQL), not the SDK's, so every attempt is a call we see and meter."""
+    check_fits(model, prompt, endpoint)
+    json_format = response_format(model, schema, endpoint)
     response = complete(
         model=model,
         messages=[{"role": "user", "content": prompt}],
@@ -124,6 +185,7 @@ def call(
         max_retries=0,
         drop_params=True,
         **({"response_format": json_format} if json_format else {}),
+        **({"max_tokens": REPLY_TOKENS} if endpoint.context_tokens is not None else {}),
     )
     usage = getattr(response, "usage", None)
     # A reply with no choice (a content filter, a truncated body) is still a call the provider billed:
@@ -140,7 +202,8 @@ def call(
 
 # The output side of the spending cap's estimate (worker.py checks it before each call): every reply
 # is one small JSON object (a question; or two booleans, a confidence and a one-sentence reason), some
-# 30 to 80 tokens; 256 leaves room for a wordy model. An estimate, not a bound: no call sets max_tokens.
+# 30 to 80 tokens; 256 leaves room for a wordy model. An estimate, not a bound: only a call to a model
+# whose context window is known (Endpoint.context_tokens) sets max_tokens, to REPLY_TOKENS.
 EXPECTED_OUTPUT_TOKENS = 256
 
 

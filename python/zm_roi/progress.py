@@ -40,8 +40,9 @@ class Progress:
         quiet: bool = False,
         stream: TextIO | None = None,
         clock: Callable[[], float] = time.monotonic,
+        unit: str = "rows",
     ) -> None:
-        self.label, self.total, self.done = label, total, 0
+        self.label, self.total, self.done, self.unit = label, total, 0, unit
         self.stream = sys.stderr if stream is None else stream
         self.quiet = quiet
         self.live = not quiet and self.stream.isatty()
@@ -58,7 +59,7 @@ class Progress:
         filled = round(BAR * share)
         left = f"{duration((self.total - self.done) / rate)} left" if rate > 0 else "time left unknown"
         return (
-            f"{self.label} [{'#' * filled}{'.' * (BAR - filled)}] {self.done:,}/{self.total:,} rows"
+            f"{self.label} [{'#' * filled}{'.' * (BAR - filled)}] {self.done:,}/{self.total:,} {self.unit}"
             f"  {rate:,.1f}/s  {left}"
         )
 

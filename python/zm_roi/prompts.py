@@ -100,6 +100,22 @@ class Grade(BaseModel):
     reason: str = Field(strict=True)
 
 
+def reply_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema of a reply, for a server that constrains its output to one (llm.SCHEMA_FORMS). The
+    parser checks every reply all the same: a constrained reply can still be cut short."""
+    return model.model_json_schema()
+
+
+def question_schema(bounds: QuestionBounds) -> dict[str, Any]:
+    """The generation reply's schema: one line with one question mark, at its end. A pattern, because
+    llama-cpp-python's grammar lets a plain JSON string hold raw line breaks (invalid JSON, which the parser
+    refuses). No length in it: a counted repetition (minLength, maxLength, `{9,299}`) makes a grammar that
+    slowed generation on SmolLM2-135M to 2.4 tokens a second; the parser checks `bounds` on every reply."""
+    schema = reply_schema(GeneratedQuestion)
+    schema["properties"]["question"]["pattern"] = r'^[^"\\\n\r?]+[?]$'
+    return schema
+
+
 def generation_prompt(kind: str, title: str, body: str, bounds: QuestionBounds, refused: str | None = None) -> str:
     """The question-writing prompt, telling the model the longest question the gate takes; `refused` is
     why the gate turned the model's first question down, for the one retry it gets."""

@@ -44,6 +44,10 @@ class Settings:
     # The auth user `zm-roi judge-check` meters its calls to (created on first use): the operator's own
     # account, never an owner whose corpus is measured. `.invalid` is reserved (RFC 2606): no real inbox.
     operator_email: str = DEFAULT_OPERATOR_EMAIL
+    # A self-hosted model's context window (ZM_MODEL_CONTEXT_TOKENS; None: unknown) and the form in which
+    # its server takes a JSON schema (ZM_MODEL_SCHEMA): see llm.Endpoint.
+    model_context_tokens: int | None = None
+    model_schema: str = "off"
 
 
 def _positive_number(env: dict[str, str], name: str, default: float) -> float:
@@ -96,4 +100,21 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         model_timeout_seconds=_positive_number(env, "ZM_MODEL_TIMEOUT_SECONDS", 90.0),
         key_encryption_key=env.get("ZM_KEY_ENCRYPTION_KEY") or None,
         operator_email=env.get("ZM_OPERATOR_EMAIL", "").strip().lower() or DEFAULT_OPERATOR_EMAIL,
+        model_context_tokens=(
+            _positive_integer(env, "ZM_MODEL_CONTEXT_TOKENS", 0, most=10_000_000)
+            if env.get("ZM_MODEL_CONTEXT_TOKENS", "").strip()
+            else None
+        ),
+        model_schema=_model_schema(env),
     )
+
+
+# The forms llm.SCHEMA_FORMS names (kept here too: settings imports nothing that loads litellm).
+MODEL_SCHEMA_FORMS = ("off", "json_object", "json_schema")
+
+
+def _model_schema(env: dict[str, str]) -> str:
+    text = env.get("ZM_MODEL_SCHEMA", "").strip().lower() or "off"
+    if text not in MODEL_SCHEMA_FORMS:
+        raise UserError(f"ZM_MODEL_SCHEMA must be one of {', '.join(MODEL_SCHEMA_FORMS)}, not {text!r}")
+    return text

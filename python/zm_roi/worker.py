@@ -39,6 +39,8 @@ from zm_roi.settings import DEFAULT_WORKER_CONCURRENCY
 log = logging.getLogger("zm_roi.worker")
 RECONNECT_FIRST_DELAY = 0.5
 RECONNECT_MAX_DELAY = 30.0
+# The judge's reply schema, for a server that constrains its output to one (ZM_MODEL_SCHEMA).
+JUDGMENT_SCHEMA = prompts.reply_schema(prompts.Judgment)
 
 # What a model call can fail with that another attempt may fix: the provider's errors (litellm raises
 # openai's classes), the network, and a reply that does not parse. Anything else is a bug in this code:
@@ -74,6 +76,8 @@ class WorkerConfig:
     embedding_model: str | None = field(default_factory=embeddings.configured_model)
     # The second leg's model (MiniLM, offline only): each question gets both, in one transaction.
     minilm_model: str | None = field(default_factory=lambda: embeddings.configured_models().get("embedding_minilm"))
+    # A self-hosted model's context window and schema form (ZM_MODEL_CONTEXT_TOKENS, ZM_MODEL_SCHEMA).
+    endpoint: llm.Endpoint = field(default_factory=llm.Endpoint)
 
 
 class KindsDiffer(RuntimeError):
@@ -260,7 +264,10 @@ class Worker:
         kind, title, body = job["source_kind"], job["source_title"], job["source_body"]
         bounds = self.question_bounds(conn)
         first = prompts.generation_prompt(kind, title, body, bounds)
-        outcome = self._ask(conn, job, model, first, lambda text: prompts.parse_question_shape(text, bounds))
+        schema = prompts.question_schema(bounds)
+        outcome = self._ask(
+            conn, job, model, first, lambda text: prompts.parse_question_shape(text, bounds), schema=schema
+        )
         # The question gate: a question that fails it goes back to the model once with the reason (a
         # metered call, counted as 'retry'); failing again, the probe takes its template question. A
         # retry that got no reply at all (provider, network) fails the attempt, for the queue to retry.
@@ -270,7 +277,12 @@ class Worker:
             second = prompts.generation_prompt(kind, title, body, bounds, refused=refusal)
             try:
                 retry = self._ask(
-                    conn, job, model, second, lambda text: prompts.parse_question(text, title, body, bounds)
+                    conn,
+                    job,
+                    model,
+                    second,
+                    lambda text: prompts.parse_question(text, title, body, bounds),
+                    schema=schema,
                 )
             except BudgetRefusal:
                 with conn.transaction():  # the first call was made: it is metered all the same
@@ -380,7 +392,7 @@ class Worker:
         prompt = prompts.judge_prompt(
             job["question"], job["source_kind"], job["source_title"], job["source_body"], job["surfaced"]
         )
-        return self._ask(conn, job, self.config.judge_model, prompt, prompts.parse_judgment)
+        return self._ask(conn, job, self.config.judge_model, prompt, prompts.parse_judgment, schema=JUDGMENT_SCHEMA)
 
     def _judge(self, conn: psycopg.Connection, job: dict) -> bool:
         model = self.config.judge_model
@@ -427,7 +439,9 @@ class Worker:
         is never stored or logged."""
         model = self.config.judge_model
         bare = prompts.closed_book_prompt(job["question"])
-        answer = self._ask(conn, job, model, bare, prompts.parse_bare_answer)
+        answer = self._ask(
+            conn, job, model, bare, prompts.parse_bare_answer, schema=prompts.reply_schema(prompts.BareAnswer)
+        )
         with conn.transaction():  # metered now: the grading call below may never come back
             self._meter(conn, "closed_book_answer", model, job, answer)
         grade = None
@@ -435,7 +449,8 @@ class Worker:
             grading = prompts.closed_book_grade_prompt(
                 job["question"], job["source_kind"], job["source_title"], job["source_body"], answer.value
             )
-            grade = self._ask(conn, job, model, grading, prompts.parse_grade)
+            grade_schema = prompts.reply_schema(prompts.Grade)
+            grade = self._ask(conn, job, model, grading, prompts.parse_grade, schema=grade_schema)
         failure = answer.failure or (grade.failure if grade else None)
         with conn.transaction():
             if grade is not None:
@@ -593,6 +608,7 @@ class Worker:
         model: str,
         prompt: str,
         parse: Callable[[str], Any],
+        schema: dict | None = None,
     ) -> Outcome:
         """Call the model on the owner's own key when they stored one, else the deployment's. A provider,
         network or parse failure becomes an Outcome the queue retries; anything else (a bug) releases
@@ -617,6 +633,7 @@ class Worker:
                 # deployment's key; the row waits, and says why, until the operator fixes it.
                 return Outcome(None, False, failure=describe(exc))
             byok = api_key is not None
+            llm.check_fits(model, prompt, self.config.endpoint)
             self._check_budget(conn, job, model, prompt, byok)
             timeout = call_timeout(job["lease_seconds"], time.monotonic() - job["claimed_at"])
             if timeout is None:
@@ -628,10 +645,14 @@ class Worker:
                 temperature=0,
                 api_key=api_key,
                 timeout=timeout,
+                schema=schema,
+                endpoint=self.config.endpoint,
             )
             return Outcome(reply, byok, value=parse(reply.text))
         except RETRYABLE as exc:
             return Outcome(reply, byok, failure=describe(exc))
+        except llm.TooLong as exc:  # no call made; the queue retries, then gives up the row's own way
+            return Outcome(None, byok, failure=str(exc))
         except BudgetRefusal:
             raise  # no call was made: step() stops the run or puts the row off
         except BaseException as exc:

@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from tests.support import JUDGE_MODEL, fetch, forget_calibrations, remove_users
-from zm_roi import cli, judgecheck, llm, prompts
+from zm_roi import cli, judgecheck, llm, localdb, prompts
 from zm_roi.judgecheck import CALIBRATION, Case, load_cases
 
 REAL_COMPLETION = llm.litellm.completion
@@ -277,3 +277,17 @@ def test_the_command_fails_an_always_yes_judge_with_a_clear_verdict(command, cap
     assert cli.main(["judge-check", "--model", JUDGE_MODEL]) == 1
     last = capsys.readouterr().out.splitlines()[-1]
     assert last.startswith("verdict: FAIL, not fit to judge: exclusive Youden's J 0.00 is below 0.60"), last
+
+
+def test_a_server_that_never_answers_is_could_not_measure_exit_2_not_a_verdict(db_url, operator, monkeypatch, capsys):
+    closed = localdb.free_port()  # nobody listens there: every call is refused at once
+    monkeypatch.setenv("ZM_DB_URL", db_url)
+    monkeypatch.setenv("ZM_OPERATOR_EMAIL", operator)
+    monkeypatch.setenv("OPENAI_API_BASE", f"http://127.0.0.1:{closed}/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "local")
+    monkeypatch.setattr(judgecheck, "load_cases", lambda: CASES[:2])
+    assert cli.main(["judge-check", "--model", JUDGE_MODEL]) == 2, "nothing measured: no verdict on the model"
+    printed = capsys.readouterr()
+    assert "judge-check could not measure openai/zm-test-judge: none of the 2 cases got a reply" in printed.err
+    assert "check OPENAI_API_BASE" in printed.err and "Traceback" not in printed.err + printed.out
+    assert "verdict:" not in printed.out, "no verdict printed"

@@ -11,13 +11,16 @@ import json
 import re
 import uuid
 from decimal import Decimal
+from pathlib import Path
 
+import psycopg
 import pytest
 
 from tests.judge_correction import corrected_rate
 from tests.support import GENERATION_MODEL, KNOWLEDGE, as_user, benchmark, fetch, forget_calibrations
 from tests.worker.test_judge_check import CASES, GOLD
 from zm_roi import cli, judgecheck, llm, mcp_server, prompts, tokens
+from zm_roi.queries import query
 from zm_roi.transport import LocalTransport
 from zm_roi.worker import Worker, WorkerConfig
 
@@ -66,9 +69,9 @@ def judge_note(db_url, owner) -> str:
     return as_user(db_url, owner, "select judge_note from public.roi_benchmark_tile")[0]["judge_note"]
 
 
-def test_a_runs_corrected_rate_follows_the_newest_calibration_of_its_judge(
-    cluster, db_url, worker_url, llm_mode, owners, fake_openai, judge_model, monkeypatch
-):
+def judged_run(db_url, worker_url, owners, fake_openai, judge_model, monkeypatch):
+    """An owner whose run the fake endpoint's judge judged (PERFECT's verdicts: 3 of 6 exclusive), and the
+    completion that reaches that endpoint."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-deployment")
     real = llm.litellm.completion
     through = lambda **kwargs: real(**kwargs, api_base=fake_openai.url)  # noqa: E731
@@ -79,6 +82,13 @@ def test_a_runs_corrected_rate_follows_the_newest_calibration_of_its_judge(
     Worker(worker_url, config, through).run(once=True)
     assert benchmark(db_url, owner)["status"] == "started"
     Worker(worker_url, config, through).run(once=True)
+    return owner, through
+
+
+def test_a_runs_corrected_rate_follows_the_newest_calibration_of_its_judge(
+    cluster, db_url, worker_url, llm_mode, owners, fake_openai, judge_model, monkeypatch
+):
+    owner, through = judged_run(db_url, worker_url, owners, fake_openai, judge_model, monkeypatch)
     fingerprint = prompts.fingerprint(judge_model, "judge.j2")
     recorded: list[str] = []
     try:
@@ -161,3 +171,36 @@ def test_a_runs_corrected_rate_follows_the_newest_calibration_of_its_judge(
         assert run["exclusive_rate_corrected_low"] <= run["exclusive_rate"] <= run["exclusive_rate_corrected_high"]
     finally:
         forget_calibrations(db_url, check_ids=recorded)
+
+
+LOCAL_MODEL_REPORT = Path(__file__).resolve().parents[2] / "bench" / "results" / "2026-12-05-local-model.json"
+
+
+def test_the_packaged_local_models_measured_calibration_gives_no_corrected_rate_and_says_why(
+    db_url, worker_url, llm_mode, owners, fake_openai, judge_model, monkeypatch
+):
+    """The counts judge-check measured on SmolLM2-135M (bench/results), recorded for a run's judge: the run
+    and the tile carry no corrected rate, and the tile says why."""
+    measured = json.loads(LOCAL_MODEL_REPORT.read_text())["judge_check"]
+    assert not measured["verdict"]["passed"], "the 135M model failed its judge-check"
+    owner, _ = judged_run(db_url, worker_url, owners, fake_openai, judge_model, monkeypatch)
+    check_id = uuid.uuid4()
+    row = judgecheck.calibration_row(
+        {**measured, "check_id": check_id, "judge_fingerprint": prompts.fingerprint(judge_model, "judge.j2")}
+    )
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute(query("record_judge_calibration"), row)
+    try:
+        run = runs_row(db_url, owner)
+        assert run["judge_calibrated"] is True, "the measured calibration applies to the run's judge"
+        assert run["exclusive_rate_corrected"] is None and run["exclusive_rate_corrected_low"] is None, (
+            f"no corrected rate from a judge that failed its check: {run['exclusive_rate_corrected']}"
+        )
+        ex = measured["exclusive"]
+        sensitivity, specificity = round(100 * ex["sensitivity"]), round(100 * ex["specificity"])
+        assert judge_note(db_url, owner) == (
+            f"judge calibrated on {measured['cases']} cases (sensitivity {sensitivity}%, specificity "
+            f"{specificity}%): too close to chance to correct, so the rate above is only what the judge said"
+        ), "the tile says why there is no corrected rate"
+    finally:
+        forget_calibrations(db_url, check_ids=[check_id])

@@ -26,6 +26,7 @@ from tests.support import (
     set_settings,
 )
 from tests.worker.conftest import EPISODE, tile
+from zm_roi import llm
 from zm_roi.worker import Worker, WorkerConfig
 
 CONFIG = WorkerConfig(generation_model=GENERATION_MODEL, judge_model=JUDGE_MODEL)
@@ -225,3 +226,29 @@ def test_generation_that_never_validates_retires_the_probe(db_url, worker_url, l
     assert "2 JSON objects" in errors[2]
     assert (probe["state"], probe["retired_reason"], probe["question"]) == ("retired", "generation_failed", None)
     assert [e["purpose"] for e in usage_by_owner(db_url, dave)] == ["probe_generation"] * 3
+
+
+def test_a_judge_prompt_longer_than_the_models_context_window_is_refused_before_the_call(
+    db_url, worker_url, llm_mode, owners, caplog
+):
+    before = fetch(db_url, "select max_attempts, withheld_source_checks, order_checks from roi.settings")[0]
+    set_settings(db_url, max_attempts=1, withheld_source_checks=0, order_checks=0)
+    try:
+        owner = owners.create(KNOWLEDGE[:1])
+        model = ScriptedModel(default_answer)
+        benchmark(db_url, owner)
+        Worker(worker_url, CONFIG, model).run(once=True)
+        run_id = benchmark(db_url, owner)["run_id"]
+        # A self-hosted judge whose context window cannot hold the judge prompt and the reply's room.
+        small = WorkerConfig(
+            generation_model=GENERATION_MODEL, judge_model=JUDGE_MODEL, endpoint=llm.Endpoint(context_tokens=600)
+        )
+        with caplog.at_level("INFO", logger="zm_roi.worker"):
+            Worker(worker_url, small, model).run(once=True)
+        assert [c["model"] for c in model.calls] == [GENERATION_MODEL], "no judge call was made"
+        verdicts = fetch(db_url, "select skipped, skip_reason from roi.verdicts where run_id = %s", (run_id,))
+        assert verdicts == [{"skipped": True, "skip_reason": "judge_failed"}], f"skipped and counted: {verdicts}"
+        assert "context window of 600 (ZM_MODEL_CONTEXT_TOKENS): no call made" in caplog.text, caplog.text
+        assert not fetch(db_url, "select 1 from public.usage_events where run_id = %s", (run_id,)), "nothing metered"
+    finally:
+        set_settings(db_url, **before)
