@@ -211,6 +211,8 @@ def test_zm_roi_model_starts_the_server_answers_and_stops_it_by_its_pid(tmp_path
     assert localmodel.answers(url), f"the server `up` left running answers at {url}"
     assert f"export OPENAI_API_BASE={url}\n" in model("env").stdout
     assert "already running" in model("up").stdout, "a second `up` finds the first server"
+    written = sorted(path.name for path in tmp_path.iterdir())
+    assert written == ["server.json", "server.log"], f"`up` writes only inside ZM_MODEL_HOME: {written}"
     pid = json.loads((tmp_path / "server.json").read_text())["pid"]
     down = model("down")
     assert down.returncode == 0 and f"(pid {pid})" in down.stdout, down.stdout + down.stderr

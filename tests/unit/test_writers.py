@@ -3,8 +3,8 @@ writes, moves or removes a file is listed here with the folder it writes in, so 
 this test until someone has looked at where it writes (and tested it). What each listed writer does
 is tested where it runs: the page (`dashboard.write_page`) in tests/e2e/test_cli_inputs.py, the
 demo's page in tests/unit/test_demo_page.py and tests/e2e/test_demo.py, the embedded database's
-folder in tests/e2e/test_localdb.py. `zm-roi judge-check --record` and every other command write to
-the database only."""
+folder in tests/e2e/test_localdb.py, the local model server's in tests/model/test_local_model.py.
+`zm-roi judge-check --record` and every other command write to the database only."""
 
 from __future__ import annotations
 
@@ -43,6 +43,9 @@ WRITERS = {
     # The one write outside ZM_DB_HOME: run as root, the folders above it get o+x (traverse only, no
     # read) when the server user `postgres` could not otherwise reach its data directory.
     ("localdb.py", "_grant_traverse"): {"os.chmod"},
+    # The local model server: its pid file and log, inside ZM_MODEL_HOME (default .zm/model).
+    ("localmodel.py", "start"): {".mkdir", "open('ab')", ".write_text", ".unlink"},
+    ("localmodel.py", "stop"): {".unlink"},
 }
 
 
