@@ -416,6 +416,8 @@ FAILING = {
     "judge-check": (["judge-check", "--model", "openai/gpt-4o-mini"], {"OPENAI_API_KEY": ""}),
     "set-key": (["set-key", "--user", "a@b.co"], {"ZM_DB_URL": UNREACHABLE, "ZM_KEY_ENCRYPTION_KEY": ""}),
     "demo": (["demo"], {"ZM_DB_PORT": "not-a-port"}),
+    # A model home of the test's own, so a server left up in the checkout's .zm/model cannot answer.
+    "model": (["model", "url"], {"ZM_MODEL_HOME": "{folder}/model"}),
 }
 # What a sentence that names the fix says: what to run, set, fix, check, give or see, or what a
 # setting must be.
@@ -453,6 +455,7 @@ def test_every_command_fails_in_one_sentence_that_names_the_fix_and_writes_nothi
     folder = tmp_path / "work"
     folder.mkdir()
     args = [arg.format(file=jsonl, folder=folder) for arg in args]
+    env = {key: value.format(folder=folder) for key, value in env.items()}
     result = zm_in(folder, *args, **env)
     assert result.returncode != 0, f"zm-roi {command} failed with exit 0: {result.stderr}"
     assert "Traceback" not in result.stderr, result.stderr
