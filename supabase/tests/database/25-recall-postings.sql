@@ -5,7 +5,7 @@
 -- and a forged posting cannot pull a memory into a pin it is not in. The read policy is opened once
 -- (a savepoint) to show the cross-user check sees the break.
 begin;
-select plan(26);
+select plan(30);
 
 select tests.create_user('author@postings.test') as author_id \gset
 select tests.create_user('outsider@postings.test') as outsider_id \gset
@@ -149,6 +149,29 @@ select tests.clear_authentication();
 select is(
   (select count(*)::integer from public.memory_postings where memory_id in (select id from gone)),
   0, 'a deleted memory''s postings go with it');
+
+-- A memory's postings are found by one index keyed on memory_id alone, which b-tree deduplication
+-- stores as one key and a list of heap pointers: the foreign key's cascade and the repost trigger's
+-- delete read it (no primary key: docs/decisions/0027-compact-postings.md).
+select is(
+  (select array_agg(i.indexrelid::regclass::text order by 1) from pg_index i
+   where i.indrelid = 'public.memory_postings'::regclass
+     and i.indnatts = 1 and i.indkey[0] = (select attnum from pg_attribute
+                                          where attrelid = 'public.memory_postings'::regclass and attname = 'memory_id')),
+  array['memory_postings_memory_idx'],
+  'one index finds a memory''s postings, keyed on memory_id alone (so it deduplicates)');
+select is_empty(
+  $$select i.indexrelid::regclass from pg_index i
+    where i.indrelid = 'public.memory_postings'::regclass and i.indisunique$$,
+  'no unique index on the postings (one posting per lexeme of a memory is the search vector''s rule)');
+-- Deleting a user takes their memories and, through the memories' cascade, every posting of them.
+select ok(
+  (select count(*) from public.memory_postings where author_id = :'outsider_id') > 0,
+  '(sensitivity) the outsider has postings before their account is deleted');
+delete from auth.users where id = :'outsider_id';
+select is(
+  (select count(*)::integer from public.memory_postings where author_id = :'outsider_id'),
+  0, 'a deleted user''s postings go with their memories');
 
 -- One home for ts_rank's weights: roi.lexical_weights(), which recall ranks by and the postings'
 -- impacts are computed with. No other function writes the numbers; replaced (in this rolled-back
