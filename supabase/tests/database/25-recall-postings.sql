@@ -5,10 +5,11 @@
 -- and a forged posting cannot pull a memory into a pin it is not in. The read policy is opened once
 -- (a savepoint) to show the cross-user check sees the break.
 begin;
-select plan(30);
+select plan(33);
 
 select tests.create_user('author@postings.test') as author_id \gset
 select tests.create_user('outsider@postings.test') as outsider_id \gset
+select tests.create_user('colleague@postings.test') as colleague_id \gset
 insert into public.projects (id, name) values
   ('00000000-0000-0000-0000-0000000f0b01', 'postings-atlas'),
   ('00000000-0000-0000-0000-0000000f0b02', 'postings-foreign'),
@@ -16,7 +17,8 @@ insert into public.projects (id, name) values
 insert into public.project_members values
   ('00000000-0000-0000-0000-0000000f0b01', tests.user_id('author@postings.test')),
   ('00000000-0000-0000-0000-0000000f0b03', tests.user_id('author@postings.test')),
-  ('00000000-0000-0000-0000-0000000f0b02', tests.user_id('outsider@postings.test'));
+  ('00000000-0000-0000-0000-0000000f0b02', tests.user_id('outsider@postings.test')),
+  ('00000000-0000-0000-0000-0000000f0b01', tests.user_id('colleague@postings.test'));
 
 -- Written as their authors through the Data API's role: the triggers post them as the writer.
 select tests.authenticate_as('author@postings.test');
@@ -99,6 +101,27 @@ select tests.clear_authentication();
 select ok(
   (select count(*) from public.memory_postings where author_id = :'author_id') > 0,
   'the outsider deletes none of the author''s postings');
+
+-- A colleague in the author's project reads the project's postings (the same audience as its memories),
+-- but deletes none of the author's and posts none in the author's name: the delete and insert policies
+-- hold them to their own (the outsider above cannot even see them, so only a colleague tests these).
+select tests.authenticate_as('colleague@postings.test');
+select ok(
+  (select count(*) from public.memory_postings
+   where author_id = :'author_id' and layer_id = '00000000-0000-0000-0000-0000000f0b01') > 0,
+  'a colleague reads the author''s postings in their shared project');
+delete from public.memory_postings where author_id = :'author_id';
+select throws_ok(
+  $$insert into public.memory_postings (memory_id, lexeme, impact, scope, layer_id, author_id)
+    select id, 'forged', 1, 'project', '00000000-0000-0000-0000-0000000f0b01', author_id
+    from public.memories where title = 'Zephyr queue drain'$$,
+  '42501', null, 'a colleague cannot post in the author''s name');
+select tests.clear_authentication();
+select is(
+  (select count(*)::integer from public.memory_postings p join public.memories m on m.id = p.memory_id
+   where m.title = 'Zephyr queue drain' and p.author_id = :'author_id'),
+  (select length(search) from public.memories where title = 'Zephyr queue drain'),
+  'the colleague''s delete took none of the author''s postings');
 
 -- ---------------------------------------------------------------------------------------------
 -- The read policy opened once: the outsider then reads the author's postings, and the check says so.
