@@ -762,3 +762,82 @@ select count(*) from anchor.documents;
 -- The text search configuration the page relies on (Supabase's is pg_catalog.english).
 -- name: anchor_default_text_search_config
 show default_text_search_config;
+
+-- Postings in blocks (decision 0027's prototype), built beside the real ones from their rows: one row per
+-- layer, lexeme, impact band (a quarter of a natural-log unit) and block, holding the block's memory ids
+-- and impacts, highest impact first. `per_statement` blocks: one per write statement
+-- of `statement` memories (what a statement trigger would write); `merged`: at most `block` postings a
+-- block across statements (what a compaction would leave). No trigger or policy reads them.
+-- name: routes_postings_blocks
+create table routes_scratch.{name} (
+  layer_id uuid not null, lexeme text not null, band smallint not null, scope text not null,
+  author_id uuid not null, n smallint not null, memory_ids uuid[] not null, impacts real[] not null
+);
+alter table routes_scratch.{name} alter memory_ids set storage main, alter impacts set storage main;
+insert into routes_scratch.{name}
+select layer_id, lexeme, band, scope, author_id, count(*), array_agg(memory_id order by impact desc),
+       array_agg(impact order by impact desc)
+from (
+  select p.*, floor(ln(greatest(p.impact, 1e-30)) * 4)::smallint as band,
+         case when {statement} > 0 then s.written / {statement}
+              else (row_number() over (partition by p.layer_id, p.lexeme, floor(ln(greatest(p.impact, 1e-30)) * 4)
+                                       order by p.impact desc) - 1) / {block} end as block
+  from public.memory_postings p
+  join (select id, row_number() over (order by created_at, id) - 1 as written from public.memories) s
+    on s.id = p.memory_id
+) x
+group by layer_id, lexeme, band, scope, author_id, block;
+create index on routes_scratch.{name} (layer_id, lexeme, band desc) include (scope, n);
+
+-- A question's lists as the lexical leg reads them (the per_term postings of highest impact of each of
+-- its lexemes in the layer, summed by memory), from the real postings; as the superuser, like the
+-- blocks' read below.
+-- name: routes_postings_read
+explain (analyze, buffers, format json)
+with terms as (select unnest(tsvector_to_array(to_tsvector('english', %(question)s))) as lexeme)
+select h.memory_id, sum(h.impact)
+from terms t cross join lateral (
+  select p.memory_id, p.impact from public.memory_postings p
+  where p.layer_id = %(layer)s and p.lexeme = t.lexeme and p.scope = 'project'
+  order by p.impact desc limit %(per_term)s) h
+group by h.memory_id;
+
+-- The same lists from blocks: the bands each list needs (the blocks' index alone), then those bands'
+-- blocks unnested and cut at per_term.
+-- name: routes_blocks_read
+explain (analyze, buffers, format json)
+with terms as (select unnest(tsvector_to_array(to_tsvector('english', %(question)s))) as lexeme),
+per_band as (
+  select b.lexeme, b.band, sum(b.n) as n from routes_scratch.{name} b join terms t
+    on b.layer_id = %(layer)s and b.lexeme = t.lexeme and b.scope = 'project'
+  group by b.lexeme, b.band),
+needed as (
+  select lexeme, band from (
+    select lexeme, band, sum(n) over (partition by lexeme order by band desc) - n as above from per_band) a
+  where above < %(per_term)s),
+listed as (
+  select b.lexeme, u.memory_id, u.impact,
+         row_number() over (partition by b.lexeme order by u.impact desc) as r
+  from needed d join routes_scratch.{name} b
+    on b.layer_id = %(layer)s and b.lexeme = d.lexeme and b.band = d.band and b.scope = 'project'
+  cross join lateral unnest(b.memory_ids, b.impacts) u(memory_id, impact))
+select memory_id, sum(impact) from listed where r <= %(per_term)s group by memory_id;
+
+-- The postings' write cost with each set of indexes (decision 0027): an empty copy of the table, and the
+-- real postings written into it again one write statement of the importer's batch at a time.
+-- name: routes_postings_write_table
+drop table if exists routes_scratch.{name};
+create table routes_scratch.{name} (like public.memory_postings including defaults);
+create index on routes_scratch.{name} (layer_id, lexeme, impact desc) include (scope, memory_id);
+
+-- name: routes_postings_write_staged
+create table routes_scratch.staged as
+select p.*, s.batch from public.memory_postings p
+join (select id, (row_number() over (order by created_at, id) - 1) / 500 as batch from public.memories) s
+  on s.id = p.memory_id;
+create index on routes_scratch.staged (batch);
+analyze routes_scratch.staged;
+
+-- name: routes_postings_write_batch
+insert into routes_scratch.{name}
+select memory_id, lexeme, impact, scope, layer_id, author_id from routes_scratch.staged where batch = %(batch)s;

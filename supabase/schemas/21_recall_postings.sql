@@ -22,15 +22,16 @@
 -- the author for personal memories, else the project or team), so row-level security reads a
 -- posting exactly as it reads its memory, and `=` on them and on the lexeme (leakproof) lets an index
 -- serve a caller under RLS, which the GIN index on `search` never could. Written only by the
--- triggers on public.memories, as the writer of the memory (below).
+-- triggers on public.memories, as the writer of the memory (below). No primary key: one posting per
+-- lexeme of a memory is the search vector's own rule, and the key's index cost ~57 bytes a posting
+-- where the index on memory_id below costs ~8 (docs/decisions/0027-compact-postings.md).
 create table public.memory_postings (
   memory_id uuid not null references public.memories (id) on delete cascade,
   lexeme text not null,
   impact real not null,
   scope text not null check (scope in ('personal', 'project', 'team')),
   layer_id uuid not null,
-  author_id uuid not null,
-  primary key (memory_id, lexeme)
+  author_id uuid not null
 );
 
 -- ============================================================================================
@@ -40,6 +41,9 @@ create table public.memory_postings (
 -- question's lexemes (an index-only scan; the policy runs on scope and layer_id in the entry).
 create index memory_postings_impact_idx on public.memory_postings (layer_id, lexeme, impact desc)
   include (scope, memory_id);
+-- A memory's postings, for the foreign key's cascade and roi.repost_memory()'s delete. Keyed on the
+-- memory alone, so b-tree deduplication keeps one key and a list of heap pointers for its ~45 postings.
+create index memory_postings_memory_idx on public.memory_postings (memory_id);
 
 -- ============================================================================================
 -- Policies

@@ -5,10 +5,11 @@
 -- and a forged posting cannot pull a memory into a pin it is not in. The read policy is opened once
 -- (a savepoint) to show the cross-user check sees the break.
 begin;
-select plan(26);
+select plan(33);
 
 select tests.create_user('author@postings.test') as author_id \gset
 select tests.create_user('outsider@postings.test') as outsider_id \gset
+select tests.create_user('colleague@postings.test') as colleague_id \gset
 insert into public.projects (id, name) values
   ('00000000-0000-0000-0000-0000000f0b01', 'postings-atlas'),
   ('00000000-0000-0000-0000-0000000f0b02', 'postings-foreign'),
@@ -16,7 +17,8 @@ insert into public.projects (id, name) values
 insert into public.project_members values
   ('00000000-0000-0000-0000-0000000f0b01', tests.user_id('author@postings.test')),
   ('00000000-0000-0000-0000-0000000f0b03', tests.user_id('author@postings.test')),
-  ('00000000-0000-0000-0000-0000000f0b02', tests.user_id('outsider@postings.test'));
+  ('00000000-0000-0000-0000-0000000f0b02', tests.user_id('outsider@postings.test')),
+  ('00000000-0000-0000-0000-0000000f0b01', tests.user_id('colleague@postings.test'));
 
 -- Written as their authors through the Data API's role: the triggers post them as the writer.
 select tests.authenticate_as('author@postings.test');
@@ -100,6 +102,27 @@ select ok(
   (select count(*) from public.memory_postings where author_id = :'author_id') > 0,
   'the outsider deletes none of the author''s postings');
 
+-- A colleague in the author's project reads the project's postings (the same audience as its memories),
+-- but deletes none of the author's and posts none in the author's name: the delete and insert policies
+-- hold them to their own (the outsider above cannot even see them, so only a colleague tests these).
+select tests.authenticate_as('colleague@postings.test');
+select ok(
+  (select count(*) from public.memory_postings
+   where author_id = :'author_id' and layer_id = '00000000-0000-0000-0000-0000000f0b01') > 0,
+  'a colleague reads the author''s postings in their shared project');
+delete from public.memory_postings where author_id = :'author_id';
+select throws_ok(
+  $$insert into public.memory_postings (memory_id, lexeme, impact, scope, layer_id, author_id)
+    select id, 'forged', 1, 'project', '00000000-0000-0000-0000-0000000f0b01', author_id
+    from public.memories where title = 'Zephyr queue drain'$$,
+  '42501', null, 'a colleague cannot post in the author''s name');
+select tests.clear_authentication();
+select is(
+  (select count(*)::integer from public.memory_postings p join public.memories m on m.id = p.memory_id
+   where m.title = 'Zephyr queue drain' and p.author_id = :'author_id'),
+  (select length(search) from public.memories where title = 'Zephyr queue drain'),
+  'the colleague''s delete took none of the author''s postings');
+
 -- ---------------------------------------------------------------------------------------------
 -- The read policy opened once: the outsider then reads the author's postings, and the check says so.
 -- ---------------------------------------------------------------------------------------------
@@ -149,6 +172,29 @@ select tests.clear_authentication();
 select is(
   (select count(*)::integer from public.memory_postings where memory_id in (select id from gone)),
   0, 'a deleted memory''s postings go with it');
+
+-- A memory's postings are found by one index keyed on memory_id alone, which b-tree deduplication
+-- stores as one key and a list of heap pointers: the foreign key's cascade and the repost trigger's
+-- delete read it (no primary key: docs/decisions/0027-compact-postings.md).
+select is(
+  (select array_agg(i.indexrelid::regclass::text order by 1) from pg_index i
+   where i.indrelid = 'public.memory_postings'::regclass
+     and i.indnatts = 1 and i.indkey[0] = (select attnum from pg_attribute
+                                          where attrelid = 'public.memory_postings'::regclass and attname = 'memory_id')),
+  array['memory_postings_memory_idx'],
+  'one index finds a memory''s postings, keyed on memory_id alone (so it deduplicates)');
+select is_empty(
+  $$select i.indexrelid::regclass from pg_index i
+    where i.indrelid = 'public.memory_postings'::regclass and i.indisunique$$,
+  'no unique index on the postings (one posting per lexeme of a memory is the search vector''s rule)');
+-- Deleting a user takes their memories and, through the memories' cascade, every posting of them.
+select ok(
+  (select count(*) from public.memory_postings where author_id = :'outsider_id') > 0,
+  '(sensitivity) the outsider has postings before their account is deleted');
+delete from auth.users where id = :'outsider_id';
+select is(
+  (select count(*)::integer from public.memory_postings where author_id = :'outsider_id'),
+  0, 'a deleted user''s postings go with their memories');
 
 -- One home for ts_rank's weights: roi.lexical_weights(), which recall ranks by and the postings'
 -- impacts are computed with. No other function writes the numbers; replaced (in this rolled-back
