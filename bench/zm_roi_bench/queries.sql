@@ -560,6 +560,12 @@ update cron.job set active = true where jobname = 'zm-roi-layer-indexes';
 -- name: pages_index_states
 select index_name, state from roi.layer_vector_indexes();
 
+-- The index builds' jobs are unscheduled once done; their runs stay in job_run_details under the job id.
+-- name: pages_index_build_runs
+select substring(d.command from 'hnsw_[0-9a-f]+_[a-z_]+'), d.start_time, d.end_time, d.status, d.return_message
+from cron.job_run_details d where d.command like 'create index concurrently%%' or d.command like 'drop index%%'
+order by d.start_time;
+
 -- name: pages_vacuum_stats
 select relname, autovacuum_count, n_dead_tup, n_ins_since_vacuum from pg_stat_user_tables
 where relid in ('public.memories'::regclass, 'public.memory_postings'::regclass);
