@@ -768,3 +768,16 @@ select count(*) from anchor.documents;
 -- The text search configuration the page relies on (Supabase's is pg_catalog.english).
 -- name: anchor_default_text_search_config
 show default_text_search_config;
+
+-- The HNSW legs bench (hnsw_legs.py): the statement pg_cron would run for the layer's index on a column,
+-- that index dropped, and the ef_search the shipped recall runs with (EF replaced by an integer).
+-- name: hnsw_legs_statement
+select statement from roi.layer_vector_indexes(1) where index_name like '%%\_' || %(column)s and statement is not null;
+
+-- name: hnsw_legs_drop
+select format('drop index if exists public.%%I', index_name) from roi.layer_vector_indexes(1)
+where index_name like '%%\_' || %(column)s;
+
+-- name: hnsw_legs_ef_search
+alter function public.recall(text, uuid, uuid, integer, boolean, extensions.vector, extensions.vector)
+  set hnsw.ef_search = EF;

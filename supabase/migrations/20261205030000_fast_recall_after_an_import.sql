@@ -150,7 +150,9 @@ begin
       if wanted.embedded is not null then
         memory := least(build_memory_cap, greatest(64, ceil(wanted.embedded * 2.5 / 1024)::integer)) || 'MB';
         if memory is distinct from seen.build_memory then
-          execute format('alter role %I set maintenance_work_mem = %L', current_user, memory);
+          execute format('alter role %I in database %I set maintenance_work_mem = %L',
+                         current_user, current_database(), memory);
+          execute format('alter role %I in database %I set statement_timeout = 0', current_user, current_database());
           update roi.layer_index_state set build_memory = memory;
         end if;
       end if;
@@ -166,7 +168,8 @@ begin
   if scheduled = 0 and seen.build_memory is not null
      and not exists (select from pg_catalog.pg_stat_progress_create_index p
                      where p.relid = 'public.memories'::regclass) then
-    execute format('alter role %I reset maintenance_work_mem', current_user);
+    execute format('alter role %I in database %I reset maintenance_work_mem', current_user, current_database());
+    execute format('alter role %I in database %I reset statement_timeout', current_user, current_database());
     update roi.layer_index_state set build_memory = null;
   end if;
   return scheduled;

@@ -32,11 +32,14 @@
 -- a bench) holds that lock for the session while building, so the decision never starts a second build
 -- beside theirs: two CREATE INDEX CONCURRENTLY on one table deadlock.
 --
--- A build's memory: an HNSW graph that fits in maintenance_work_mem is built in memory, several times
--- faster than one spilled to the index's pages. pg_cron runs one statement a job, so no SET can go
--- before the CREATE INDEX; the decision sets the owner role's own default for the build's session
--- (ALTER ROLE ... SET, which any role may do for itself, Supabase's `postgres` included), sized to the
--- layer, and resets it once nothing is left to build.
+-- A build's session: an HNSW graph that fits in maintenance_work_mem is built in memory, several times
+-- faster than one spilled to the index's pages, and a build outlasts Supabase's global statement_timeout
+-- (2 minutes, which would cancel it and leave an invalid index to drop and build again, forever).
+-- pg_cron runs one statement a job, so no SET can go before the CREATE INDEX: the decision sets the
+-- owner role's own defaults in this database (ALTER ROLE ... IN DATABASE ... SET, which any role may do
+-- for itself, Supabase's `postgres` included; it outranks the database's and the role's own settings),
+-- a maintenance_work_mem sized to the layer and no statement_timeout, and resets both once nothing is
+-- left to build. Those two per-database defaults of the owner role are the decision's own.
 
 -- ============================================================================================
 -- Tables
@@ -181,7 +184,9 @@ begin
       if wanted.embedded is not null then
         memory := least(build_memory_cap, greatest(64, ceil(wanted.embedded * 2.5 / 1024)::integer)) || 'MB';
         if memory is distinct from seen.build_memory then
-          execute format('alter role %I set maintenance_work_mem = %L', current_user, memory);
+          execute format('alter role %I in database %I set maintenance_work_mem = %L',
+                         current_user, current_database(), memory);
+          execute format('alter role %I in database %I set statement_timeout = 0', current_user, current_database());
           update roi.layer_index_state set build_memory = memory;
         end if;
       end if;
@@ -197,7 +202,8 @@ begin
   if scheduled = 0 and seen.build_memory is not null
      and not exists (select from pg_catalog.pg_stat_progress_create_index p
                      where p.relid = 'public.memories'::regclass) then
-    execute format('alter role %I reset maintenance_work_mem', current_user);
+    execute format('alter role %I in database %I reset maintenance_work_mem', current_user, current_database());
+    execute format('alter role %I in database %I reset statement_timeout', current_user, current_database());
     update roi.layer_index_state set build_memory = null;
   end if;
   return scheduled;

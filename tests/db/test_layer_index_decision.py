@@ -39,7 +39,7 @@ def conn(own):
         connection.execute("delete from public.memories")
         connection.execute("delete from public.projects")
         connection.execute("update roi.layer_index_state set writes_seen = null, build_memory = null")
-        connection.execute("alter role current_user reset maintenance_work_mem")
+        connection.execute("alter role current_user in database postgres reset all")
 
 
 def new_layer(conn: psycopg.Connection, vectors: tuple[str, ...] = ()) -> str:
@@ -71,16 +71,18 @@ def states(conn: psycopg.Connection) -> dict[str, tuple]:
 
 
 def build_memory(conn: psycopg.Connection) -> list[str]:
-    """The maintenance_work_mem the owner's role has as its own default, if any."""
-    return [
+    """The maintenance_work_mem and statement_timeout the owner's role has as its own defaults in this
+    database, if any: what a build's session starts with."""
+    return sorted(
         s
         for (config,) in conn.execute(
             """select setconfig from pg_catalog.pg_db_role_setting
-               where setrole = (select oid from pg_catalog.pg_roles where rolname = current_user) and setdatabase = 0"""
+               where setrole = (select oid from pg_catalog.pg_roles where rolname = current_user)
+                 and setdatabase = (select oid from pg_catalog.pg_database where datname = current_database())"""
         )
         for s in config or []
-        if s.startswith("maintenance_work_mem=")
-    ]
+        if s.split("=")[0] in ("maintenance_work_mem", "statement_timeout")
+    )
 
 
 def test_a_layer_is_indexed_once_its_vectors_are_there_not_its_rows(conn):
@@ -97,7 +99,7 @@ def test_a_layer_is_indexed_once_its_vectors_are_there_not_its_rows(conn):
         assert decide(conn) == 1, "the layer's MiniLM vectors are all there, and no build was scheduled"
         assert jobs(conn) == [f"zm-roi-hnsw_{layer}_embedding_minilm"], "only the column with its vectors"
         assert states(conn)[f"hnsw_{layer}_embedding"] == ("waiting", 0)
-        assert build_memory(conn) == ["maintenance_work_mem=64MB"], "the build's session gets its memory"
+        assert build_memory(conn) == ["maintenance_work_mem=64MB", "statement_timeout=0"], "the build's session"
     assert jobs(conn) == [], "rolled back before pg_cron could run it"
 
 
@@ -158,10 +160,13 @@ def test_an_index_build_in_progress_on_the_memories_stops_the_decision(conn, own
         try:
 
             def building() -> bool:
-                return conn.execute(
-                    "select count(*) from pg_catalog.pg_stat_progress_create_index "
-                    "where relid = 'public.memories'::regclass"
-                ).fetchone()[0] == 1
+                return (
+                    conn.execute(
+                        "select count(*) from pg_catalog.pg_stat_progress_create_index "
+                        "where relid = 'public.memories'::regclass"
+                    ).fetchone()[0]
+                    == 1
+                )
 
             wait_for(building, timeout=30)
             with conn.transaction(force_rollback=True):
@@ -184,7 +189,7 @@ def test_one_build_at_a_time_and_the_memory_given_back(conn):
         conn.execute("update cron.job set active = false where jobname like 'zm-roi-hnsw%%'")
     assert jobs(conn) == [f"zm-roi-hnsw_{layer}_embedding"]
     assert decide(conn) == 1 and jobs(conn) == [f"zm-roi-hnsw_{layer}_embedding"], "a second build scheduled"
-    assert build_memory(conn) == ["maintenance_work_mem=64MB"]
+    assert build_memory(conn) == ["maintenance_work_mem=64MB", "statement_timeout=0"]
     conn.execute("delete from public.memories")
     assert decide(conn) == 0 and jobs(conn) == []
     assert build_memory(conn) == [], "the build memory outlived the builds"
