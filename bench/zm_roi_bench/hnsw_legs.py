@@ -12,7 +12,8 @@ autovacuum has come. Then:
 - **ef_search:** the shipped recall asked every paraphrased question as the project's member (RLS
   applied) with `hnsw.ef_search` at each value of EF_SEARCH (set on public.recall, as the function sets
   200): the hybrid's shared buffers and ms p50, hit@1, hit@10 and MRR@10 of the source (or a copy), and,
-  from auto_explain's nested plans, each leg's buffers (the HNSW legs' share of the hybrid). The values
+  from auto_explain's nested plans of the first 10 questions, each leg's buffers (its node in the
+  fusing statement) beside the whole recall's. The values
   take turns question by question, so load moves them alike.
 - **--params** adds the same sweep with both indexes rebuilt at pgvector's defaults (m 16,
   ef_construction 64) and their build seconds: whether cheaper builds keep the quality.
@@ -41,7 +42,11 @@ from zm_roi_bench.sql import bench_query
 EF_SEARCH = (200, 100, 60, 40)
 # What roi.schedule_layer_indexes() gives a build's session: 2.5 kB a memory carrying the column, >= 64 MB.
 KB_A_MEMORY = 2.5
-LEG_INDEX = re.compile(r"hnsw_[0-9a-f]{32}_(embedding_minilm|embedding)\b")
+LEG_NODES = {
+    "lexical": re.compile(r"Function Scan on recall_lexical_leg"),
+    "e5_hnsw": re.compile(r"Index Scan using hnsw_[0-9a-f]{32}_embedding on"),
+    "minilm_hnsw": re.compile(r"Index Scan using hnsw_[0-9a-f]{32}_embedding_minilm on"),
+}
 SHARED = re.compile(r"Buffers: shared(?: hit=(\d+))?(?: read=(\d+))?")
 
 
@@ -56,12 +61,17 @@ def build_index(conn: psycopg.Connection, column: str, memory: str, params: str,
     statement = conn.execute(bench_query("hnsw_legs_statement"), {"column": column}).fetchone()[0]
     if params:
         statement = re.sub(r"with \(m = \d+, ef_construction = \d+\)", f"with ({params})", statement)
-    conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+
+    def collect(diagnostic) -> None:
+        notices.append(diagnostic.message_primary or "")
+
+    conn.add_notice_handler(collect)
     conn.execute(bench_query("pages_setting"), {"name": "maintenance_work_mem", "value": memory})
     say(f"building {column}'s index at maintenance_work_mem {memory} {params or ''}")
     started = time.monotonic()
     conn.execute(statement)
     seconds = round(time.monotonic() - started, 1)
+    conn.remove_notice_handler(collect)
     conn.execute(bench_query("pages_setting"), {"name": "maintenance_work_mem", "value": "64MB"})
     say(f"  {seconds} s; {notices}")
     return {
@@ -80,17 +90,25 @@ def drop(conn: psycopg.Connection, column: str) -> None:
 
 
 def leg_buffers(notices: list[str]) -> dict[str, int]:
-    """Each nested statement's top-node shared buffers, by the leg whose HNSW index it reads (the rest:
-    `other`, the lexical leg and the final read among them)."""
+    """Each leg's shared buffers in the hybrid's fusing statement, from its plan node (the lexical leg's
+    function scan, what it runs inside counted in it; each HNSW leg's index scan, heap fetches
+    included), and the whole recall's."""
     legs: dict[str, int] = {}
     for plan in notices:
-        match = SHARED.search(plan or "")
-        if not match:
-            continue
-        index = LEG_INDEX.search(plan)
-        leg = index.group(1) if index else "other"
-        legs[leg] = legs.get(leg, 0) + int(match.group(1) or 0) + int(match.group(2) or 0)
+        lines = (plan or "").splitlines()
+        if any("Query Text: select * from public.recall(" in line for line in lines[:3]):
+            legs["recall"] = shared(next((line for line in lines if "Buffers:" in line), ""))
+        for n, line in enumerate(lines):
+            for leg, node in LEG_NODES.items():
+                if node.search(line):
+                    buffers_line = next((x for x in lines[n + 1 :] if "Buffers:" in x), "")
+                    legs[leg] = legs.get(leg, 0) + shared(buffers_line)
     return legs
+
+
+def shared(line: str) -> int:
+    match = SHARED.search(line)
+    return int(match.group(1) or 0) + int(match.group(2) or 0) if match else 0
 
 
 def sweep(conn: psycopg.Connection, built: dict, questions: list[dict], size: int, say) -> dict:
@@ -114,8 +132,9 @@ def sweep(conn: psycopg.Connection, built: dict, questions: list[dict], size: in
             per[ef]["ms"].append(plan[0]["Execution Time"])
             per[ef]["ranks"].append(source_rank(q["source"], rows, originals))
             if n < 10:
+                conn.autocommit = True  # the member's role ends with the plans' own transaction
                 per[ef]["legs"].append(leg_buffers(nested_plans(conn, built["user_id"], project_id, q)))
-                conn.rollback()
+                conn.autocommit = False
     figures = {}
     for ef, f in per.items():
         ranks = f["ranks"]

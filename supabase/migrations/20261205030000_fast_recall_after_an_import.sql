@@ -41,26 +41,27 @@ $$;
 -- embedding column, with their state and the one statement that moves them on: building it once
 -- `min_rows` of the layer's live memories carry that column ('waiting' before), dropping it while
 -- invalid and no build is running, none once valid (or while building). `embedded` counts those
--- memories while the index is missing (null otherwise: counting reads the vectors). The operator
+-- memories while the index is missing (null otherwise: counting reads the vectors); `layer_rows`, the
+-- layer's live memories. The operator
 -- class is halfvec's, the columns' type (10_memory_core.sql).
 create function roi.layer_vector_indexes(min_rows integer default 20000)
-  returns table (index_name text, state text, statement text, embedded bigint)
+  returns table (index_name text, state text, statement text, embedded bigint, layer_rows bigint)
   language sql stable security invoker set search_path = ''
 as $$
   with layers as (
-    select 'project'::text as scope, m.project_id as layer_id
+    select 'project'::text as scope, m.project_id as layer_id, count(*) as layer_rows
     from public.memories m
     where m.scope = 'project' and m.invalidated_at is null
     group by m.project_id
     having count(*) >= min_rows
     union all
-    select 'team', m.team_id
+    select 'team', m.team_id, count(*)
     from public.memories m
     where m.scope = 'team' and m.invalidated_at is null
     group by m.team_id
     having count(*) >= min_rows
   ), wanted as (
-    select l.scope, l.layer_id, v.column_name,
+    select l.scope, l.layer_id, l.layer_rows, v.column_name,
            format('hnsw_%s_%s', replace(l.layer_id::text, '-', ''), v.column_name) as index_name
     from layers l
     cross join (values ('embedding'), ('embedding_minilm')) v (column_name)
@@ -90,7 +91,7 @@ as $$
               when not f.valid and not f.building then
                 format('drop index concurrently if exists public.%I', f.index_name)
          end,
-         f.embedded
+         f.embedded, f.layer_rows
   from found f
   order by 1
 $$;
@@ -112,8 +113,10 @@ $$;
 -- build's included). Returns how many are scheduled (0 or 1); 0 at once when another builder holds
 -- the lock, or when the memories saw no write since the last look and none of its builds is in flight.
 -- Job names fit pg_cron's 63 characters: layer ids are uuids, unique across projects and teams.
--- `build_memory_cap` bounds the build memory it sets (2.5 kB a memory carrying the column, at least
--- 64 MB): the graph of 32 neighbours a level-0 node and a 384-half-float vector takes about 2 kB.
+-- `build_memory_cap` bounds the build memory it sets (2.5 kB a live memory of the layer, at least 64 MB:
+-- the graph of 32 neighbours a level-0 node and a 384-half-float vector takes about 2 kB). Sized on the
+-- layer's rows, not the vectors there so far: an import's vectors keep coming while the build waits for
+-- its minute, and a graph sized on the first 20,000 spilled after 32,081 of 100,000 (decision 0028).
 create function roi.schedule_layer_indexes(min_rows integer default 20000, build_memory_cap integer default 1024)
   returns integer
   language plpgsql volatile security invoker set search_path = ''
@@ -139,7 +142,7 @@ begin
   end if;
   update roi.layer_index_state set writes_seen = writes;
   for wanted in
-    select l.index_name, l.statement, l.embedded,
+    select l.index_name, l.statement, l.embedded, l.layer_rows,
            coalesce(l.index_name = min(l.index_name) filter (where l.statement is not null) over ()
                     and not bool_or(l.state = 'building') over (), false) as next
     from roi.layer_vector_indexes(min_rows) l
@@ -148,7 +151,7 @@ begin
     if wanted.next and not exists (select from pg_catalog.pg_stat_progress_create_index p
                                    where p.relid = 'public.memories'::regclass) then
       if wanted.embedded is not null then
-        memory := least(build_memory_cap, greatest(64, ceil(wanted.embedded * 2.5 / 1024)::integer)) || 'MB';
+        memory := least(build_memory_cap, greatest(64, ceil(wanted.layer_rows * 2.5 / 1024)::integer)) || 'MB';
         if memory is distinct from seen.build_memory then
           execute format('alter role %I in database %I set maintenance_work_mem = %L',
                          current_user, current_database(), memory);
