@@ -560,6 +560,12 @@ update cron.job set active = true where jobname = 'zm-roi-layer-indexes';
 -- name: pages_index_states
 select index_name, state from roi.layer_vector_indexes();
 
+-- The index builds' jobs are unscheduled once done; their runs stay in job_run_details under the job id.
+-- name: pages_index_build_runs
+select substring(d.command from 'hnsw_[0-9a-f]+_[a-z_]+'), d.start_time, d.end_time, d.status, d.return_message
+from cron.job_run_details d where d.command like 'create index concurrently%%' or d.command like 'drop index%%'
+order by d.start_time;
+
 -- name: pages_vacuum_stats
 select relname, autovacuum_count, n_dead_tup, n_ins_since_vacuum from pg_stat_user_tables
 where relid in ('public.memories'::regclass, 'public.memory_postings'::regclass);
@@ -841,3 +847,16 @@ analyze routes_scratch.staged;
 -- name: routes_postings_write_batch
 insert into routes_scratch.{name}
 select memory_id, lexeme, impact, scope, layer_id, author_id from routes_scratch.staged where batch = %(batch)s;
+
+-- The HNSW legs bench (hnsw_legs.py): the statement pg_cron would run for the layer's index on a column,
+-- that index dropped, and the ef_search the shipped recall runs with (EF replaced by an integer).
+-- name: hnsw_legs_statement
+select statement from roi.layer_vector_indexes(1) where index_name like '%%\_' || %(column)s and statement is not null;
+
+-- name: hnsw_legs_drop
+select format('drop index if exists public.%%I', index_name) from roi.layer_vector_indexes(1)
+where index_name like '%%\_' || %(column)s;
+
+-- name: hnsw_legs_ef_search
+alter function public.recall(text, uuid, uuid, integer, boolean, extensions.vector, extensions.vector)
+  set hnsw.ef_search = EF;

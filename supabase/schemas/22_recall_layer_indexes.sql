@@ -16,87 +16,199 @@
 -- RLS it never under-returns and its work follows only the layer's own vectors.
 --
 -- Built with CREATE INDEX CONCURRENTLY, so writers are never blocked: that cannot run inside a
--- function or transaction, so the job that decides (`zm-roi-layer-indexes`, every ten minutes)
--- schedules a pg_cron job whose command is the statement itself, one index at a time, and
--- unschedules it once the index is valid. A build that failed leaves an invalid index; its job then drops it
--- (concurrently too) and the next decision schedules the build again.
+-- function or transaction, so the job that decides (`zm-roi-layer-indexes`, every minute) schedules a
+-- pg_cron job whose command is the statement itself, one index at a time, and unschedules it once the
+-- index is valid. A build that failed leaves an invalid index; its job then drops it (concurrently too)
+-- and the next decision schedules the build again.
+--
+-- The way from an import to fast recall (decision 0028). The import runs as the user, who may neither
+-- create an index nor schedule a job, so it leaves no signal of its own: the table's write counters are
+-- the signal. The decision runs every minute and stops after one row of statistics while the memories
+-- saw no write since its last look and no build of its is in flight. A layer's index is wanted once
+-- `min_rows` of its live memories carry that column's vector, so a build starts while an import still
+-- writes vectors, and the import's later UPDATEs join the graph as they come. Deciders are serialised by
+-- an advisory lock (roi.layer_index_lock_key()); a build in flight is a `zm-roi-hnsw_…` job, or any
+-- CREATE INDEX on the memories in progress. Anyone else who builds one of these indexes (an operator,
+-- a bench) holds that lock for the session while building, so the decision never starts a second build
+-- beside theirs: two CREATE INDEX CONCURRENTLY on one table deadlock.
+--
+-- A build's session: an HNSW graph that fits in maintenance_work_mem is built in memory, several times
+-- faster than one spilled to the index's pages, and a build outlasts Supabase's global statement_timeout
+-- (2 minutes, which would cancel it and leave an invalid index to drop and build again, forever).
+-- pg_cron runs one statement a job, so no SET can go before the CREATE INDEX: the decision sets the
+-- owner role's own defaults in this database (ALTER ROLE ... IN DATABASE ... SET, which any role may do
+-- for itself, Supabase's `postgres` included; it outranks the database's and the role's own settings),
+-- a maintenance_work_mem sized to the layer and no statement_timeout, and resets both once nothing is
+-- left to build. Those two per-database defaults of the owner role are the decision's own.
+
+-- ============================================================================================
+-- Tables
+-- ============================================================================================
+-- What the decision saw last (one row): the memories' write counter, and the build memory it set on
+-- its role (null: none of its own).
+create table roi.layer_index_state (
+  singleton boolean primary key default true check (singleton),
+  writes_seen bigint,
+  build_memory text
+);
+insert into roi.layer_index_state default values;
+
+-- Autovacuum on the memories visits after 1% of the table changed (PostgreSQL's default is 20%): a
+-- 10,000-row import into a 1,000,000-row table leaves its layer's index-only scans fetching the heap
+-- until vacuum sets the visibility map, and at 20% that waits for 200,000 more changes.
+alter table public.memories set (autovacuum_vacuum_scale_factor = 0.01,
+                                 autovacuum_vacuum_insert_scale_factor = 0.01,
+                                 autovacuum_analyze_scale_factor = 0.01);
 
 -- ============================================================================================
 -- Functions
 -- ============================================================================================
+-- The advisory lock every builder of a layer's index holds: the decision for its transaction, anyone
+-- else for their session while they build.
+create function roi.layer_index_lock_key() returns bigint
+  language sql immutable security invoker set search_path = ''
+as $$
+  select hashtextextended('zm-roi layer index builds', 0)
+$$;
+
 -- The HNSW indexes the layers with at least `min_rows` live memories should have, one per layer and
--- embedding column, with their state and the one statement that moves them on: building it while
--- missing, dropping it while invalid and no build is running, none once valid (or while building).
--- The operator class is halfvec's, the columns' type (10_memory_core.sql): an index built over `vector`
--- before the columns became halfvec was dropped with that change and is built again from here.
+-- embedding column, with their state and the one statement that moves them on: building it once
+-- `min_rows` of the layer's live memories carry that column ('waiting' before), dropping it while
+-- invalid and no build is running, none once valid (or while building). `embedded` counts those
+-- memories while the index is missing (null otherwise: counting reads the vectors); `layer_rows`, the
+-- layer's live memories. The operator
+-- class is halfvec's, the columns' type (10_memory_core.sql).
 create function roi.layer_vector_indexes(min_rows integer default 20000)
-  returns table (index_name text, state text, statement text)
+  returns table (index_name text, state text, statement text, embedded bigint, layer_rows bigint)
   language sql stable security invoker set search_path = ''
 as $$
   with layers as (
-    select 'project'::text as scope, m.project_id as layer_id
+    select 'project'::text as scope, m.project_id as layer_id, count(*) as layer_rows
     from public.memories m
     where m.scope = 'project' and m.invalidated_at is null
     group by m.project_id
     having count(*) >= min_rows
     union all
-    select 'team', m.team_id
+    select 'team', m.team_id, count(*)
     from public.memories m
     where m.scope = 'team' and m.invalidated_at is null
     group by m.team_id
     having count(*) >= min_rows
   ), wanted as (
-    select l.scope, l.layer_id, v.column_name,
+    select l.scope, l.layer_id, l.layer_rows, v.column_name,
            format('hnsw_%s_%s', replace(l.layer_id::text, '-', ''), v.column_name) as index_name
     from layers l
     cross join (values ('embedding'), ('embedding_minilm')) v (column_name)
   ), found as (
     select w.*, i.indisvalid as valid,
-           exists (select from pg_catalog.pg_stat_progress_create_index p where p.index_relid = c.oid) as building
+           exists (select from pg_catalog.pg_stat_progress_create_index p where p.index_relid = c.oid) as building,
+           case when i.indisvalid is null then
+             (select count(*) from public.memories m
+              where m.scope = w.scope and m.invalidated_at is null
+                and (w.scope = 'project' and m.project_id = w.layer_id or w.scope = 'team' and m.team_id = w.layer_id)
+                and case w.column_name when 'embedding' then m.embedding is not null
+                                       else m.embedding_minilm is not null end)
+           end as embedded
     from wanted w
     left join pg_catalog.pg_class c on c.relname = w.index_name and c.relnamespace = 'public'::regnamespace
     left join pg_catalog.pg_index i on i.indexrelid = c.oid
   )
   select f.index_name,
-         case when f.valid then 'valid' when f.building then 'building' when f.valid is null then 'missing'
-              else 'invalid' end,
-         case when f.valid is null then
+         case when f.valid then 'valid' when f.building then 'building'
+              when f.valid is null and f.embedded >= min_rows then 'missing'
+              when f.valid is null then 'waiting' else 'invalid' end,
+         case when f.valid is null and f.embedded >= min_rows then
                 format('create index concurrently if not exists %I on public.memories using hnsw '
                        '(%I extensions.halfvec_cosine_ops) with (m = 32, ef_construction = 200) '
                        'where %I = %L and scope = %L and invalidated_at is null',
                        f.index_name, f.column_name, f.scope || '_id', f.layer_id, f.scope)
               when not f.valid and not f.building then
                 format('drop index concurrently if exists public.%I', f.index_name)
-         end
+         end,
+         f.embedded, f.layer_rows
   from found f
   order by 1
 $$;
 
--- The ten-minute decision: a pg_cron job for the first index with a statement to run, none for the
--- others: two concurrent builds on one table deadlock each other (CREATE INDEX CONCURRENTLY waits for
--- every older transaction, the other build's included), so nothing starts while one is building and
--- a layer's indexes are built one decision after another. Returns how many are scheduled (0 or 1).
+-- The memories' writes as the statistics count them (inserted, updated, deleted rows), this
+-- transaction's own included: the cheap signal that something may have changed.
+create function roi.memories_writes() returns bigint
+  language sql stable security invoker set search_path = ''
+as $$
+  select pg_catalog.pg_stat_get_tuples_inserted(t.oid) + pg_catalog.pg_stat_get_tuples_updated(t.oid)
+         + pg_catalog.pg_stat_get_tuples_deleted(t.oid) + pg_catalog.pg_stat_get_xact_tuples_inserted(t.oid)
+         + pg_catalog.pg_stat_get_xact_tuples_updated(t.oid) + pg_catalog.pg_stat_get_xact_tuples_deleted(t.oid)
+  from (select 'public.memories'::regclass::oid as oid) t
+$$;
+
+-- The one-minute decision: a pg_cron job for the first index with a statement to run, none for the
+-- others, and none at all while any index on the memories is being built: two concurrent builds on one
+-- table deadlock each other (CREATE INDEX CONCURRENTLY waits for every older transaction, the other
+-- build's included). Returns how many are scheduled (0 or 1); 0 at once when another builder holds
+-- the lock, or when the memories saw no write since the last look and none of its builds is in flight.
 -- Job names fit pg_cron's 63 characters: layer ids are uuids, unique across projects and teams.
-create function roi.schedule_layer_indexes(min_rows integer default 20000) returns integer
+-- `build_memory_cap` bounds the build memory it sets (2.5 kB a live memory of the layer, at least 64 MB:
+-- the graph of 32 neighbours a level-0 node and a 384-half-float vector takes about 2 kB). Sized on the
+-- layer's rows, not the vectors there so far: an import's vectors keep coming while the build waits for
+-- its minute, and a graph sized on the first 20,000 spilled after 32,081 of 100,000 (decision 0028).
+create function roi.schedule_layer_indexes(min_rows integer default 20000, build_memory_cap integer default 1024)
+  returns integer
   language plpgsql volatile security invoker set search_path = ''
 as $$
 declare
   wanted record;
   scheduled integer := 0;
+  writes bigint := roi.memories_writes();
+  seen roi.layer_index_state;
+  in_flight boolean;
+  memory text;
+  listed text[] := '{}';
 begin
+  if not pg_catalog.pg_try_advisory_xact_lock(roi.layer_index_lock_key()) then
+    return 0;
+  end if;
+  select * into seen from roi.layer_index_state;
+  in_flight := exists (select from cron.job j where j.jobname like 'zm-roi-hnsw\_%')
+               or exists (select from pg_catalog.pg_stat_progress_create_index p
+                          where p.relid = 'public.memories'::regclass);
+  if writes is not distinct from seen.writes_seen and not in_flight then
+    return 0;
+  end if;
+  update roi.layer_index_state set writes_seen = writes;
   for wanted in
-    select l.index_name, l.statement,
+    select l.index_name, l.statement, l.embedded, l.layer_rows,
            coalesce(l.index_name = min(l.index_name) filter (where l.statement is not null) over ()
                     and not bool_or(l.state = 'building') over (), false) as next
     from roi.layer_vector_indexes(min_rows) l
   loop
-    if wanted.next then
+    listed := listed || wanted.index_name;
+    if wanted.next and not exists (select from pg_catalog.pg_stat_progress_create_index p
+                                   where p.relid = 'public.memories'::regclass) then
+      if wanted.embedded is not null then
+        memory := least(build_memory_cap, greatest(64, ceil(wanted.layer_rows * 2.5 / 1024)::integer)) || 'MB';
+        if memory is distinct from seen.build_memory then
+          execute format('alter role %I in database %I set maintenance_work_mem = %L',
+                         current_user, current_database(), memory);
+          execute format('alter role %I in database %I set statement_timeout = 0', current_user, current_database());
+          update roi.layer_index_state set build_memory = memory;
+        end if;
+      end if;
       perform cron.schedule('zm-roi-' || wanted.index_name, '* * * * *', wanted.statement);
       scheduled := scheduled + 1;
     else
       perform cron.unschedule(j.jobid) from cron.job j where j.jobname = 'zm-roi-' || wanted.index_name;
     end if;
   end loop;
+  -- A job whose index is no longer wanted (its layer shrank or went) would run its statement forever.
+  perform cron.unschedule(j.jobid) from cron.job j
+  where j.jobname like 'zm-roi-hnsw\_%' and substr(j.jobname, 8) <> all (listed);
+  if scheduled = 0 and seen.build_memory is not null
+     and not exists (select from pg_catalog.pg_stat_progress_create_index p
+                     where p.relid = 'public.memories'::regclass) then
+    execute format('alter role %I in database %I reset maintenance_work_mem', current_user, current_database());
+    execute format('alter role %I in database %I reset statement_timeout', current_user, current_database());
+    update roi.layer_index_state set build_memory = null;
+  end if;
   return scheduled;
 end
 $$;
@@ -105,4 +217,7 @@ $$;
 -- Grants
 -- ============================================================================================
 -- For the database owner and pg_cron only: they read every layer's size and build indexes.
-revoke execute on function roi.layer_vector_indexes(integer), roi.schedule_layer_indexes(integer) from public;
+revoke execute on function roi.layer_vector_indexes(integer), roi.memories_writes(),
+  roi.schedule_layer_indexes(integer, integer) from public;
+alter table roi.layer_index_state enable row level security;
+revoke all on roi.layer_index_state from public, anon, authenticated;

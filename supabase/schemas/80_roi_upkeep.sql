@@ -409,7 +409,7 @@ begin
     raise notice 'pg_cron is not installed: large layers keep exact semantic recall';
     return;
   end if;
-  perform cron.schedule('zm-roi-layer-indexes', '*/10 * * * *', 'select roi.schedule_layer_indexes()');
+  perform cron.schedule('zm-roi-layer-indexes', '* * * * *', 'select roi.schedule_layer_indexes()');
 end
 $schedule$;
 

@@ -1,0 +1,204 @@
+"""The one-minute decision that starts a large layer's HNSW builds (roi.schedule_layer_indexes): it waits
+for the layer's vectors, never starts a build beside another builder (the advisory lock, or any index
+build on the memories in progress: two CREATE INDEX CONCURRENTLY on one table deadlock), reads no memory
+while none was written, and gives the build's session a maintenance_work_mem it takes back once nothing
+is left to build. On a cluster of its own with its pg_cron decision paused: every decision here is the
+test's own, and a decision whose build must not run is rolled back before pg_cron could see its job."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import psycopg
+import pytest
+
+from tests.conftest import throwaway_cluster
+from tests.support import wait_for
+
+THRESHOLD = 300
+ROWS = 400
+VECTOR = "array(select random()::real from generate_series(1, 384) where i > 0)::extensions.vector"
+
+
+@pytest.fixture(scope="module")
+def own():
+    with throwaway_cluster() as made:
+        with psycopg.connect(made.url(), autocommit=True) as conn:
+            conn.execute("update cron.job set active = false where jobname = 'zm-roi-layer-indexes'")
+        yield made
+
+
+@pytest.fixture
+def conn(own):
+    """An owner's connection; the memories, index jobs and the decision's state are cleared afterwards."""
+    with psycopg.connect(own.url(), autocommit=True) as connection:
+        connection.execute("insert into auth.users (email) values ('decider@layers.test') on conflict do nothing")
+        yield connection
+        connection.execute("select cron.unschedule(jobid) from cron.job where jobname like 'zm-roi-hnsw%%'")
+        connection.execute("delete from public.memories")
+        connection.execute("delete from public.projects")
+        connection.execute("update roi.layer_index_state set writes_seen = null, build_memory = null")
+        connection.execute("alter role current_user in database postgres reset all")
+
+
+def new_layer(conn: psycopg.Connection, vectors: tuple[str, ...] = ()) -> str:
+    """A project of ROWS memories carrying the named vector columns (none: rows written before their vectors)."""
+    project = conn.execute("insert into public.projects (name) values ('layer') returning id").fetchone()[0]
+    author = conn.execute("select id from auth.users where email = 'decider@layers.test'").fetchone()[0]
+    columns = "".join(f", {c}, {c}_model" for c in vectors)
+    values = "".join(f", {VECTOR}, 'test'" for _ in vectors)
+    conn.execute(
+        f"""insert into public.memories (author_id, scope, project_id, kind, title, body{columns})
+            select %(author)s, 'project', %(project)s, 'decision', 'Note ' || i, 'We deploy ' || i || '.'{values}
+            from generate_series(1, {ROWS}) i""",
+        {"author": author, "project": project},
+    )
+    return project.hex
+
+
+def decide(conn: psycopg.Connection) -> int:
+    return conn.execute("select roi.schedule_layer_indexes(%s)", (THRESHOLD,)).fetchone()[0]
+
+
+def jobs(conn: psycopg.Connection) -> list[str]:
+    return [r[0] for r in conn.execute("select jobname from cron.job where jobname like 'zm-roi-hnsw%%' order by 1")]
+
+
+def states(conn: psycopg.Connection) -> dict[str, tuple]:
+    rows = conn.execute("select index_name, state, embedded from roi.layer_vector_indexes(%s)", (THRESHOLD,))
+    return {name: (state, embedded) for name, state, embedded in rows}
+
+
+def build_memory(conn: psycopg.Connection) -> list[str]:
+    """The maintenance_work_mem and statement_timeout the owner's role has as its own defaults in this
+    database, if any: what a build's session starts with."""
+    return sorted(
+        s
+        for (config,) in conn.execute(
+            """select setconfig from pg_catalog.pg_db_role_setting
+               where setrole = (select oid from pg_catalog.pg_roles where rolname = current_user)
+                 and setdatabase = (select oid from pg_catalog.pg_database where datname = current_database())"""
+        )
+        for s in config or []
+        if s.split("=")[0] in ("maintenance_work_mem", "statement_timeout")
+    )
+
+
+def test_a_layer_is_indexed_once_its_vectors_are_there_not_its_rows(conn):
+    """The import writes rows, then vectors: a build over rows without vectors would index nothing and
+    leave every later vector to the graph's one-by-one inserts."""
+    with conn.transaction(force_rollback=True):
+        layer = new_layer(conn)
+        assert decide(conn) == 0, f"a build was scheduled for rows without vectors: {jobs(conn)}"
+        assert states(conn) == {
+            f"hnsw_{layer}_embedding": ("waiting", 0),
+            f"hnsw_{layer}_embedding_minilm": ("waiting", 0),
+        }
+        conn.execute(f"update public.memories set embedding_minilm = {VECTOR.replace('i > 0', 'id is not null')}")
+        assert decide(conn) == 1, "the layer's MiniLM vectors are all there, and no build was scheduled"
+        assert jobs(conn) == [f"zm-roi-hnsw_{layer}_embedding_minilm"], "only the column with its vectors"
+        assert states(conn)[f"hnsw_{layer}_embedding"] == ("waiting", 0)
+        assert build_memory(conn) == ["maintenance_work_mem=64MB", "statement_timeout=0"], "the build's session"
+    assert jobs(conn) == [], "rolled back before pg_cron could run it"
+
+
+def settle(conn: psycopg.Connection) -> None:
+    """This backend's write statistics flushed, so that nothing it wrote is still on its way to the counters."""
+    conn.execute("select pg_catalog.pg_stat_force_next_flush()")
+    time.sleep(1.2)  # the flush happens when the backend goes idle, at most once a second
+    conn.execute("select 1")
+
+
+def memories_scans(conn: psycopg.Connection) -> int:
+    return conn.execute(
+        "select seq_scan + coalesce(idx_scan, 0) from pg_catalog.pg_stat_xact_user_tables "
+        "where relid = 'public.memories'::regclass"
+    ).fetchone()[0]
+
+
+def test_the_decision_reads_no_memory_while_none_was_written(conn):
+    """Every minute on a quiet database: one statistics row, not a count of every layer."""
+    new_layer(conn)
+    settle(conn)
+    assert decide(conn) == 0
+    with conn.transaction(force_rollback=True):
+        before = memories_scans(conn)
+        assert decide(conn) == 0
+        assert memories_scans(conn) == before, "a decision with nothing written read the memories"
+    with conn.transaction(force_rollback=True):
+        conn.execute(
+            f"update public.memories set embedding = {VECTOR.replace('i > 0', 'id is not null')} "
+            "where id = (select id from public.memories limit 1)"
+        )
+        before = memories_scans(conn)
+        decide(conn)
+        assert memories_scans(conn) > before, "a write since the last look, and the decision did not look"
+
+
+def test_another_builder_holding_the_lock_stops_the_decision(conn, own):
+    """An operator or a bench building one of these indexes holds the lock for its session."""
+    layer = new_layer(conn, ("embedding", "embedding_minilm"))
+    with psycopg.connect(own.url(), autocommit=True) as other:
+        other.execute("select pg_advisory_lock(roi.layer_index_lock_key())")
+        with conn.transaction(force_rollback=True):
+            assert decide(conn) == 0 and jobs(conn) == [], "a build scheduled while another builder held the lock"
+        other.execute("select pg_advisory_unlock(roi.layer_index_lock_key())")
+    with conn.transaction(force_rollback=True):
+        assert decide(conn) == 1 and jobs(conn) == [f"zm-roi-hnsw_{layer}_embedding"]
+
+
+def test_an_index_build_in_progress_on_the_memories_stops_the_decision(conn, own):
+    """Anyone's CREATE INDEX CONCURRENTLY (held here while it waits for a writer's transaction) counts."""
+    layer = new_layer(conn, ("embedding", "embedding_minilm"))
+    with psycopg.connect(own.url()) as writer, psycopg.connect(own.url(), autocommit=True) as builder:
+        writer.execute("lock table public.memories in row exclusive mode")
+        build = threading.Thread(
+            target=builder.execute, args=("create index concurrently other_idx on public.memories (created_at)",)
+        )
+        build.start()
+        try:
+
+            def building() -> bool:
+                return (
+                    conn.execute(
+                        "select count(*) from pg_catalog.pg_stat_progress_create_index "
+                        "where relid = 'public.memories'::regclass"
+                    ).fetchone()[0]
+                    == 1
+                )
+
+            wait_for(building, timeout=30)
+            with conn.transaction(force_rollback=True):
+                assert decide(conn) == 0, "a build was scheduled beside another CREATE INDEX on the memories"
+                assert jobs(conn) == []
+        finally:
+            writer.rollback()
+            build.join(timeout=60)
+    conn.execute("drop index public.other_idx")
+    with conn.transaction(force_rollback=True):
+        assert decide(conn) == 1 and jobs(conn) == [f"zm-roi-hnsw_{layer}_embedding"]
+
+
+def test_one_build_at_a_time_and_the_memory_given_back(conn):
+    """With both of a layer's indexes to build, one job; once nothing is left to build (here: the layer
+    gone), its job is unscheduled and the role's maintenance_work_mem is its own again."""
+    layer = new_layer(conn, ("embedding", "embedding_minilm"))
+    with conn.transaction():
+        assert decide(conn) == 1
+        conn.execute("update cron.job set active = false where jobname like 'zm-roi-hnsw%%'")
+    assert jobs(conn) == [f"zm-roi-hnsw_{layer}_embedding"]
+    assert decide(conn) == 1 and jobs(conn) == [f"zm-roi-hnsw_{layer}_embedding"], "a second build scheduled"
+    assert build_memory(conn) == ["maintenance_work_mem=64MB", "statement_timeout=0"]
+    conn.execute("delete from public.memories")
+    assert decide(conn) == 0 and jobs(conn) == []
+    assert build_memory(conn) == [], "the build memory outlived the builds"
+
+
+def test_autovacuum_notices_a_small_import_into_a_large_table(conn):
+    options = conn.execute("select reloptions from pg_catalog.pg_class where oid = 'public.memories'::regclass")
+    assert set(options.fetchone()[0]) >= {
+        "autovacuum_vacuum_scale_factor=0.01",
+        "autovacuum_vacuum_insert_scale_factor=0.01",
+        "autovacuum_analyze_scale_factor=0.01",
+    }
