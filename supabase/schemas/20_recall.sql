@@ -271,8 +271,9 @@ $$;
 -- memory without bits (a model with no centre) is ranked exactly from its vector's covering index; a
 -- layer pinned alone that has an HNSW index of its own on the column (22_recall_layer_indexes.sql) is
 -- read from it (ef_search 200), as before. Each part keeps its best 2 × depth, so that the cut is made
--- once, by distance and age. Dynamic SQL for the column's name only (one of two); every value is a
--- parameter, planned with its value (a one-shot plan: a pinned layer's HNSW index is proven to apply).
+-- once, by distance and age. Dynamic SQL for the column's name (one of two) and the arms a call needs;
+-- every value is a parameter, planned with its value (a one-shot plan: a pinned layer's HNSW index is
+-- proven to apply).
 create function roi.recall_semantic_leg(column_name text, query_embedding extensions.vector, pin_project uuid,
   pin_team uuid, personal_only boolean, depth integer)
   returns table (memory_id uuid, created_at timestamptz, distance double precision)
@@ -292,6 +293,10 @@ declare
   teams uuid[];
   indexed_projects uuid[] := '{}';
   indexed_teams uuid[] := '{}';
+  bits_column text := column_name || '_bits';
+  layer record;
+  cut text[] := '{}';
+  arms text[] := '{}';
 begin
   if model is null then
     raise exception 'recall has no semantic leg on column %', column_name using errcode = '22023';
@@ -309,55 +314,46 @@ begin
     indexed_teams := teams;
     teams := '{}';
   end if;
-  return query execute format($leg$
-    with candidates as (
-      (select b.id from public.memories b
-       where b.scope = 'personal' and b.invalidated_at is null and b.author_id = $3 and b.%2$I is not null
-       order by b.%2$I operator(extensions.<~>) $2, b.id limit $8)
-      union all
-      (select b.id from public.memories b
-       where b.scope = 'project' and b.invalidated_at is null and b.project_id = any ($4) and b.%2$I is not null
-       order by b.%2$I operator(extensions.<~>) $2, b.id limit $8)
-      union all
-      (select b.id from public.memories b
-       where b.scope = 'team' and b.invalidated_at is null and b.team_id = any ($5) and b.%2$I is not null
-       order by b.%2$I operator(extensions.<~>) $2, b.id limit $8)
-    )
-    (select m.id, m.created_at, m.%1$I operator(extensions.<=>) $1 as distance
-     from public.memories m
-     where m.id = any (array(select c.id from candidates c)) and m.invalidated_at is null and m.%1$I is not null
-     order by 3, 2 desc, 1 limit $9)
-    union all
-    (select m.id, m.created_at, m.%1$I operator(extensions.<=>) $1
-     from public.memories m
-     where m.scope = 'personal' and m.invalidated_at is null and m.author_id = $3
-       and m.%1$I is not null and m.%2$I is null
-     order by 3 limit $9)
-    union all
-    (select m.id, m.created_at, m.%1$I operator(extensions.<=>) $1
-     from public.memories m
-     where m.scope = 'project' and m.invalidated_at is null and m.project_id = any ($4)
-       and m.%1$I is not null and m.%2$I is null
-     order by 3 limit $9)
-    union all
-    (select m.id, m.created_at, m.%1$I operator(extensions.<=>) $1
-     from public.memories m
-     where m.scope = 'team' and m.invalidated_at is null and m.team_id = any ($5)
-       and m.%1$I is not null and m.%2$I is null
-     order by 3 limit $9)
-    union all
-    (select m.id, m.created_at, m.%1$I operator(extensions.<=>) $1
-     from public.memories m
-     where m.scope = 'project' and m.invalidated_at is null and m.project_id = any ($6) and m.%1$I is not null
-     order by 3 limit $9)
-    union all
-    (select m.id, m.created_at, m.%1$I operator(extensions.<=>) $1
-     from public.memories m
-     where m.scope = 'team' and m.invalidated_at is null and m.team_id = any ($7) and m.%1$I is not null
-     order by 3 limit $9)
-    order by 3, 2 desc, 1
-    limit $10
-  $leg$, column_name, column_name || '_bits')
+  -- One arm per layer kind read, and none for a kind with no layer: the statement is planned on every
+  -- call, and each arm left out is planning saved.
+  for layer in
+    select v.scope, v.key, v.value from (values ('personal', 'author_id', '$3', caller is not null),
+                                                ('project', 'project_id', 'any ($4)', cardinality(projects) > 0),
+                                                ('team', 'team_id', 'any ($5)', cardinality(teams) > 0))
+      v (scope, key, value, read) where v.read
+  loop
+    -- Its `candidates` best sign bits, from the bit covering index alone.
+    cut := cut || format('(select b.id from public.memories b where b.scope = %L and b.invalidated_at is null '
+                         'and b.%I = %s and b.%I is not null order by b.%I operator(extensions.<~>) $2, b.id limit $8)',
+                         layer.scope, layer.key, layer.value, bits_column, bits_column, bits_column);
+    -- Its memories without bits, exactly, from their vectors' covering index (empty for offline models).
+    arms := arms || format('(select m.id, m.created_at, m.%I operator(extensions.<=>) $1 from public.memories m '
+                           'where m.scope = %L and m.invalidated_at is null and m.%I = %s and m.%I is not null '
+                           'and m.%I is null order by 3 limit $9)',
+                           column_name, layer.scope, layer.key, layer.value, column_name, bits_column);
+  end loop;
+  if cut <> '{}' then
+    -- The candidates' vectors, read from the heap by primary key and ranked exactly.
+    arms := arms || format('(select m.id, m.created_at, m.%I operator(extensions.<=>) $1 from public.memories m '
+                           'where m.id = any (array(%s)) and m.invalidated_at is null and m.%I is not null '
+                           'order by 3, 2 desc, 1 limit $9)',
+                           column_name, array_to_string(cut, ' union all '), column_name);
+  end if;
+  -- A layer read from its HNSW index: every memory of it, by the index's order.
+  if indexed_projects <> '{}' then
+    arms := arms || format('(select m.id, m.created_at, m.%I operator(extensions.<=>) $1 from public.memories m '
+                           'where m.scope = ''project'' and m.invalidated_at is null and m.project_id = any ($6) '
+                           'and m.%I is not null order by 3 limit $9)', column_name, column_name);
+  end if;
+  if indexed_teams <> '{}' then
+    arms := arms || format('(select m.id, m.created_at, m.%I operator(extensions.<=>) $1 from public.memories m '
+                           'where m.scope = ''team'' and m.invalidated_at is null and m.team_id = any ($7) '
+                           'and m.%I is not null order by 3 limit $9)', column_name, column_name);
+  end if;
+  if arms = '{}' then
+    return;
+  end if;
+  return query execute array_to_string(arms, ' union all ') || ' order by 3, 2 desc, 1 limit $10'
   using query_vector, roi.embedding_bits(query_vector, model), caller, projects, teams, indexed_projects,
         indexed_teams, greatest(candidates, depth * 2), depth * 2, depth;
 end
