@@ -47,11 +47,18 @@ def layers():
                    select %(member)s, 'project', %(project_id)s, 'decision', 'Deploy note ' || i,
                           'We deploy the service ' || i || ' after the checks pass.',
                           array(select random()::real from generate_series(1, 384) where i > 0)::extensions.vector,
-                          'test',
+                          %(e5)s,
                           array(select random()::real from generate_series(1, 384) where i > 0)::extensions.vector,
-                          'test'
+                          %(minilm)s
                    from generate_series(1, %(rows)s) i""",
-                {"member": member, "project_id": project_id, "rows": rows},
+                # The offline models' names: their vectors have sign bits, which a small layer's leg reads.
+                {
+                    "member": member,
+                    "project_id": project_id,
+                    "rows": rows,
+                    "e5": embeddings.OFFLINE_MODEL,
+                    "minilm": embeddings.MINILM_MODEL,
+                },
             )
         conn.execute("analyze public.memories")
         yield conn, {"member": member, "stranger": stranger, "large": large, "small": small}
@@ -143,7 +150,7 @@ def test_a_large_layer_is_read_from_hnsw_indexes_pg_cron_built_for_it(layers):
     assert len(indexed) == 10 and indexed[0] == target, (indexed, exact)
 
     _, small_plans = recall_as(conn, ids["member"], ids["small"])
-    assert any("memories_project_embedding_idx" in plan for plan in small_plans)
+    assert any("memories_project_embedding_bits_idx" in plan for plan in small_plans)
     # "using": the semantic leg's catalog lookup of a layer's index names the pattern in its own text.
     assert not [plan for plan in small_plans if "using hnsw_" in plan], "a small layer read another layer's index"
 
