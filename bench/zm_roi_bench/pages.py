@@ -75,6 +75,9 @@ LEGS = ("embedding_minilm", "embedding")
 # The small shared_buffers of a cold run (--cold), set for the whole run, warm figures included.
 COLD_SHARED_BUFFERS = "128MB"
 STORE = {"embedding": "store_memory_embedding", "embedding_minilm": "store_memory_embedding_minilm"}
+# Each leg's vectors under the offline model's name, as the import stores them: a vector of a model with a
+# centre gets sign bits (roi.embedding_bits), which is what recall's semantic legs read.
+MODELS = {"embedding": embeddings.OFFLINE_MODEL, "embedding_minilm": embeddings.MINILM_MODEL}
 # The moments a layer is measured at: right after the import (statistics only), once vacuum has set the
 # visibility maps, and once the large layers' HNSW indexes exist (below 20,000 rows there are none).
 MOMENTS = ("after_import", "after_vacuum", "with_indexes")
@@ -133,7 +136,7 @@ def write_layer(conn: psycopg.Connection, memories: list[dict], vectors: dict, s
                 cur.executemany(
                     query(STORE[leg]),
                     [
-                        {"id": i, "embedding": literals[title, body].get(leg) or unit_vector(rng), "model": "bench"}
+                        {"id": i, "embedding": literals[title, body].get(leg) or unit_vector(rng), "model": MODELS[leg]}
                         for i, title, body in stored[start : start + backfill.BATCH]
                     ],
                 )

@@ -860,3 +860,20 @@ where index_name like '%%\_' || %(column)s;
 -- name: hnsw_legs_ef_search
 alter function public.recall(text, uuid, uuid, integer, boolean, extensions.vector, extensions.vector)
   set hnsw.ef_search = EF;
+
+-- recall_quality --sweep (decision 0030): one semantic leg over the whole corpus as one layer, its
+-- `candidates` best by the Hamming distance of the stored sign bits (roi.embedding_bits, the shipped
+-- centres) ranked again exactly, as roi.recall_semantic_leg ranks them; no cut when candidates is null.
+-- Written for e5's column; the MiniLM leg is the same text with `m.embedding` read as `m.embedding_minilm`.
+-- name: quality_sweep_leg
+with candidates as (
+  select m.id from public.memories m
+  where m.invalidated_at is null and m.embedding_bits is not null
+  order by m.embedding_bits operator(extensions.<~>)
+           roi.embedding_bits(%(embedding)s::extensions.halfvec, %(model)s), m.id
+  limit %(candidates)s
+)
+select m.id from public.memories m
+where m.id = any (array(select c.id from candidates c))
+order by m.embedding operator(extensions.<=>) %(embedding)s::extensions.halfvec, m.created_at desc, m.id
+limit 10;

@@ -42,6 +42,8 @@ ZERO = embeddings.literal([0.0] * 384)
 SHIPPED = (5, (1.0, 1.25, 1.25))  # public.recall's k and weights (lexical, e5, MiniLM)
 # Each semantic leg's statement; --bit-candidates swaps in the binary-quantised legs (decision 0021).
 SEMANTIC = {"semantic": ("quality_semantic_leg", "embedding"), "minilm": ("quality_minilm_leg", "embedding_minilm")}
+# --sweep: candidates a leg ranks exactly after the cut by sign bits (None: every memory, no cut).
+SWEEP = (10, 20, 40, 80, 160, None)
 
 
 def load(conn: psycopg.Connection, corpus: list[dict]) -> dict:
@@ -145,6 +147,43 @@ def evaluate(conn: psycopg.Connection, data: dict, questions: list[tuple]) -> di
     return {name: metrics(r) for name, r in ranks.items()}
 
 
+def sweep(conn: psycopg.Connection, questions: list[tuple]) -> dict:
+    """Each semantic leg over the whole corpus as one layer, with N candidates by the stored sign bits
+    ranked exactly (quality_sweep_leg): hit@10, hit@1, MRR@10 and how many of the exact top 10 it keeps."""
+    texts = [q for q, _, _ in questions]
+    found: dict = {}
+    for column, model in (("embedding", embeddings.OFFLINE_MODEL), ("embedding_minilm", embeddings.MINILM_MODEL)):
+        vectors = embeddings.embed(texts, as_query=True, model=model).vectors
+        sql = bench_query("quality_sweep_leg").replace("m.embedding", f"m.{column}")
+        tops = {
+            n: [
+                [r[0] for r in conn.execute(sql, {"embedding": embeddings.literal(v), "model": model, "candidates": n})]
+                for v in vectors
+            ]
+            for n in SWEEP
+        }
+        for n, top in tops.items():
+            figure = metrics([rank_of(target, t) for (_, target, _), t in zip(questions, top, strict=True)])
+            kept = sum(len(set(t) & set(e)) for t, e in zip(top, tops[None], strict=True))
+            figure["kept_of_exact_top_10"] = round(kept / len(top), 2)
+            found[f"{column} {n or 'all'}"] = figure
+    return found
+
+
+def render_sweep(name: str, found: dict) -> str:
+    lines = [
+        f"### {name}: one leg over the whole corpus as one layer, N candidates by sign bits re-ranked exactly",
+        "",
+        "| leg, N | hit@10 | hit@1 | MRR@10 | of the exact top 10 kept |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    lines += [
+        f"| {key} | {m['hit10']}/{m['n']} | {m['hit1']} | {m['mrr']:.3f} | {m['kept_of_exact_top_10']} |"
+        for key, m in found.items()
+    ]
+    return "\n".join(lines + [""])
+
+
 def _say(text: str) -> None:
     print(text, file=sys.stderr)
 
@@ -171,6 +210,11 @@ def main(argv: list[str] | None = None) -> int:
         "--bit-centred",
         action="store_true",
         help="with --bit-candidates: the signs after the corpus mean is subtracted",
+    )
+    parser.add_argument(
+        "--sweep",
+        action="store_true",
+        help="also each semantic leg over the whole corpus with N candidates by the stored sign bits (decision 0030)",
     )
     args = parser.parse_args(argv)
     corpus_path = Path(args.corpus)
@@ -206,8 +250,11 @@ def main(argv: list[str] | None = None) -> int:
             (q, i, p) for i, p, q in conn.execute(bench_query("quality_templates"), {"user_id": data["user_id"]})
         ]
         results = {"paraphrased": evaluate(conn, data, para), "templated": evaluate(conn, data, templated)}
+        swept = {"paraphrased": sweep(conn, para), "templated": sweep(conn, templated)} if args.sweep else {}
     print(render(results))
     print(render_grid())
+    for name, found in swept.items():
+        print(render_sweep(name, found))
     if args.dump:
         Path(args.dump).write_text(json.dumps(LEGS))
     return 0

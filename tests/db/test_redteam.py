@@ -437,6 +437,7 @@ def argument_choices(conn, owner: uuid.UUID) -> dict[str, list]:
         "bigint": [lock_key, 1],
         "boolean": [False, True],
         "vector": [None],
+        "halfvec": [None],
         "memories[]": ["{}", rows],
         "timestamp with time zone": ["-infinity", "2000-01-01T00:00:00Z"],
     }

@@ -272,13 +272,12 @@ def _cte(body: str, name: str, following: str) -> str:
 
 
 def test_the_two_semantic_legs_of_recall_read_alike():
-    """The e5 leg (`semantic`) and the MiniLM leg (`minilm`) of public.recall are one query over two
-    columns, written twice (each must stay on its own covering index; a helper would need dynamic SQL
-    in every recall), so this holds them equal but for the column and the query embedding: a layer or
-    a filter changed in one leg alone fails here."""
+    """The e5 leg (`semantic`) and the MiniLM leg (`minilm`) of public.recall are one function
+    (roi.recall_semantic_leg) over two columns, called twice, so this holds the calls equal but for the
+    column and the query embedding: a pin or a depth changed in one leg alone fails here."""
     body = _function_body((SCHEMAS / "20_recall.sql").read_text(), "public.recall")
     semantic, minilm = _cte(body, "semantic", "minilm"), _cte(body, "minilm", "fused")
-    assert "m.embedding_minilm" in minilm and "query_embedding_minilm" in minilm
+    assert "'embedding_minilm', query_embedding_minilm" in minilm
     renamed = minilm.replace("embedding_minilm", "embedding").replace("minilm as (", "semantic as (")
     assert renamed == semantic, "the MiniLM leg reads other layers or rows than the e5 leg"
 
