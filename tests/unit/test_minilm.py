@@ -61,3 +61,56 @@ def test_a_batch_runs_in_groups_of_similar_length_and_keeps_its_order(monkeypatc
     monkeypatch.setattr(model.session, "run", run)
     alone = numpy.array([model.embed([t])[0] for t in texts])
     assert numpy.allclose(batch, alone, atol=1e-4)
+
+
+# Vectors of the shipped graph as onnxruntime ran it before (weights folded into float32), computed
+# once: the first six dimensions and the sum of every seventh. The int8 session must give the same
+# vectors (measured 1.5e-7 apart at most over the ADR corpus; int8 activations would move them by 8e-3).
+PINNED = {
+    "How do we pin the SDK version?": ([-0.030732, 0.032542, 0.002194, -0.035761, 0.098251, 0.021492], -0.205146),
+    "Use Postgres for the queue\nWe keep one work queue in the database: a row per job, claimed with SKIP LOCKED.": (
+        [-0.102243, -0.035835, -0.079871, 0.0095, -0.061572, 0.000761],
+        -0.451378,
+    ),
+    "retries " * 60 + "the decision is to pin the SDK": (
+        [-0.075753, 0.015945, -0.076409, -0.033898, -0.00566, -0.029661],
+        -0.44629,
+    ),
+}
+
+
+def test_the_int8_session_gives_the_vectors_of_the_shipped_graph():
+    """Stored vectors keep their meaning: the same model name, the same vectors to 1e-5. (Fails with
+    accuracy_level 4 in _int8_graph: the activations are then rounded to int8 and the vectors move.)"""
+    vectors = embeddings.minilm().embed(list(PINNED))
+    for (text, (first, stride_sum)), vector in zip(PINNED.items(), vectors, strict=True):
+        assert numpy.allclose(vector[:6], first, atol=1e-5), f"{text[:30]!r}: {vector[:6]} is not {first}"
+        assert abs(sum(vector[:384:7]) - stride_sum) < 1e-5, f"{text[:30]!r}: another vector"
+
+
+def test_the_session_runs_on_int8_weights_not_a_float32_copy():
+    """What keeps the worker's memory down: every weight matrix of the graph the session runs stays int8
+    (MatMulNBits), no float32 tensor the size of a weight matrix (147,456 values at least) is left for
+    onnxruntime to fold, and the graph's bytes are the pinned ones. (Fails when _int8_graph returns the
+    shipped graph unchanged: 36 Cast -> Mul dequantizations remain and the sha256 differs.)"""
+    import hashlib
+
+    import onnx
+    from onnx import TensorProto
+
+    model, _ = embeddings.minilm_files()
+    graph = embeddings._int8_graph(model.read_bytes())
+    assert hashlib.sha256(graph).hexdigest() == embeddings.MINILM_INT8_GRAPH_SHA256
+    proto = onnx.load_from_string(graph)
+    ops = [node.op_type for node in proto.graph.node]
+    assert ops.count("MatMulNBits") == 36, "six layers of six weight matrices each"
+    floats = [i for i in proto.graph.initializer if i.data_type == TensorProto.FLOAT]
+    large = [i.name for i in floats if numpy.prod(i.dims) > 32_768]
+    assert large == [], f"float32 weights left to fold: {large[:3]}"
+
+
+def test_an_int8_graph_other_than_the_pinned_one_is_refused(monkeypatch):
+    """Another onnx release writing other bytes is a UserError naming the fix, not an unmeasured graph."""
+    monkeypatch.setattr(embeddings, "MINILM_INT8_GRAPH_SHA256", "0" * 64)
+    with pytest.raises(UserError, match=r"int8 graph .* not the pinned 0{64} \(reinstall onnx"):
+        embeddings._MiniLM(*embeddings.minilm_files())
