@@ -218,6 +218,6 @@ $$;
 -- ============================================================================================
 -- For the database owner and pg_cron only: they read every layer's size and build indexes.
 revoke execute on function roi.layer_vector_indexes(integer), roi.memories_writes(),
-  roi.schedule_layer_indexes(integer, integer) from public;
+  roi.schedule_layer_indexes(integer, integer), roi.layer_index_lock_key() from public;
 alter table roi.layer_index_state enable row level security;
 revoke all on roi.layer_index_state from public, anon, authenticated;

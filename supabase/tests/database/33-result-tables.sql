@@ -22,6 +22,7 @@ insert into state_tables values
   ('roi.benchmark_schedules', 'an owner''s wish for routine runs, changed or removed by the owner'),
   ('roi.upkeep_state', 'upkeep''s progress'),
   ('roi.dirty_layers', 'layers marked for upkeep and cleared by it'),
+  ('roi.layer_index_state', 'what the layer-index decision saw last, updated every minute'),
   ('roi.provider_keys', 'an owner''s provider key, replaced or removed by the owner');
 
 -- Tables of schema roi, from the catalog, that are neither listed as results nor named state tables.
