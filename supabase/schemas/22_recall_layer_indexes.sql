@@ -187,6 +187,7 @@ declare
   running boolean;
   attempt integer;
   run_pid integer;
+  run_command text;
   memory text;
 begin
   if not pg_catalog.pg_try_advisory_xact_lock(roi.layer_index_lock_key()) then
@@ -204,7 +205,7 @@ begin
   if job_id is not null then
     for attempt in 1 .. 50 loop
       perform pg_catalog.pg_stat_clear_snapshot();
-      select d.status not in ('succeeded', 'failed'), d.job_pid into running, run_pid
+      select d.status not in ('succeeded', 'failed'), d.job_pid, d.command into running, run_pid, run_command
       from cron.job_run_details d where d.jobid = job_id order by d.runid desc limit 1;
       running := coalesce(running, false)
                  and (run_pid is null or exists (select from pg_catalog.pg_stat_activity a where a.pid = run_pid));
@@ -224,6 +225,8 @@ begin
   select l.index_name, l.statement, l.embedded, l.layer_rows into wanted
   from roi.layer_vector_indexes(min_rows) l
   where l.statement is not null
+    -- The run's own index, before its CREATE INDEX has put it in the catalog.
+    and (not running or l.index_name is distinct from substring(run_command from 'hnsw_[0-9a-f]+_[a-z_]+'))
   order by l.index_name
   limit 1;
   if wanted.statement is not null then

@@ -246,6 +246,18 @@ def test_the_next_build_is_queued_while_the_job_builds_and_the_job_stays(conn, o
         assert decide(conn) == 0 and job(conn) is None, "nothing to build, no run in flight, and the job stayed"
 
 
+def test_a_run_just_begun_is_not_given_its_own_index_again(conn, own):
+    """A run whose CREATE INDEX has not yet put its index in the catalog (the decision started beside it)
+    is building that index: the job's command moves on to the next one."""
+    layer = new_layer(conn, ("embedding", "embedding_minilm"))
+    statements = dict(conn.execute("select index_name, statement from roi.layer_vector_indexes(%s)", (THRESHOLD,)))
+    with psycopg.connect(own.url(), autocommit=True) as run, conn.transaction(force_rollback=True):
+        conn.execute("select cron.schedule(%s, '* * * * *', %s)", (JOB, statements[f"hnsw_{layer}_embedding"]))
+        run_logged(conn, run.info.backend_pid)
+        assert decide(conn) == 1
+        assert job(conn) == f"hnsw_{layer}_embedding_minilm", "the run's own index queued behind it again"
+
+
 def test_a_run_that_ends_as_the_decision_looks_does_not_keep_the_job(conn, own):
     """pg_cron starts the build job's run at the minute's start, as it starts the decision, and a queued
     run may repeat a statement whose index is there (done in a moment): the decision waits for such a
