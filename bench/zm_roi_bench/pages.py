@@ -344,7 +344,8 @@ def run_to_fast_recall(
     layers are written the import's way with autovacuum on (a build may start while they are written, as
     it would for a user), and from the import's end every POLL_SECONDS the member's recalls are measured
     and the indexes' states read, until every large layer's indexes are valid and autovacuum has visited
-    both tables, or `timeout_minutes` pass. The import's own seconds are recorded beside."""
+    both tables, or `timeout_minutes` pass. The import's own seconds are recorded beside, and at the end
+    the bytes per memory (footprint.py: every layer's rows, the large layer's HNSW indexes included)."""
     memories, vectors_of, questions = corpus(adr_corpus, seed, vectors, say)
     os.environ["ZM_EMBEDDING_MODEL"] = "none"
     figures = {"machine": machine(), "sizes": list(sizes), "vectors": vectors, "goal_buffers": GOAL_BUFFERS}
@@ -380,6 +381,8 @@ def run_to_fast_recall(
                 break
             time.sleep(POLL_SECONDS)
         figures["index_builds"] = build_runs(conn)
+        figures["bytes"] = footprint.measure(conn)
+        conn.commit()
     figures["settled"] = settled
     figures["seconds_to_goal"] = {size: seconds_to_goal(figures["timeline"], size) for size in sizes}
     return figures

@@ -16,19 +16,24 @@
 -- RLS it never under-returns and its work follows only the layer's own vectors.
 --
 -- Built with CREATE INDEX CONCURRENTLY, so writers are never blocked: that cannot run inside a
--- function or transaction, so the job that decides (`zm-roi-layer-indexes`, every minute) schedules a
--- pg_cron job whose command is the statement itself, one index at a time, and unschedules it once the
--- index is valid. A build that failed leaves an invalid index; its job then drops it (concurrently too)
--- and the next decision schedules the build again.
---
+-- function or transaction, so the job that decides (`zm-roi-layer-indexes`, every minute) keeps ONE
+-- pg_cron job, `zm-roi-layer-index-build` (every minute), whose command is the statement of the next
+-- index to build, and moves that command on while a build runs (decision 0031). pg_cron runs one
+-- instance of a job at a time and keeps a run that falls due while the job is busy, starting it the
+-- moment the running one ends with the job's command as it is then: the next build starts as the
+-- previous one ends, not at the minute after a decision has seen it end. A failed build leaves an
+-- invalid index; the job then drops it (concurrently too) and builds it again. The job is unscheduled
+-- once nothing is left to build and none of its runs is in flight, never during a run (pg_cron ends a
+-- run whose job went away: "job canceled").
+
 -- The way from an import to fast recall (decision 0028). The import runs as the user, who may neither
 -- create an index nor schedule a job, so it leaves no signal of its own: the table's write counters are
 -- the signal. The decision runs every minute and stops after one row of statistics while the memories
 -- saw no write since its last look and no build of its is in flight. A layer's index is wanted once
 -- `min_rows` of its live memories carry that column's vector, so a build starts while an import still
 -- writes vectors, and the import's later UPDATEs join the graph as they come. Deciders are serialised by
--- an advisory lock (roi.layer_index_lock_key()); a build in flight is a `zm-roi-hnsw_…` job, or any
--- CREATE INDEX on the memories in progress. Anyone else who builds one of these indexes (an operator,
+-- an advisory lock (roi.layer_index_lock_key()); a build in flight is the build job's run (pg_cron's
+-- run log, cron.job_run_details, names its process), or any CREATE INDEX on the memories in progress. Anyone else who builds one of these indexes (an operator,
 -- a bench) holds that lock for the session while building, so the decision never starts a second build
 -- beside theirs: two CREATE INDEX CONCURRENTLY on one table deadlock.
 --
@@ -59,6 +64,11 @@ insert into roi.layer_index_state default values;
 alter table public.memories set (autovacuum_vacuum_scale_factor = 0.01,
                                  autovacuum_vacuum_insert_scale_factor = 0.01,
                                  autovacuum_analyze_scale_factor = 0.01);
+-- The postings change with the memories (an import inserts its layer's), and the lexical leg's
+-- index-only scans fetch their heap until vacuum has been: the same thresholds.
+alter table public.memory_postings set (autovacuum_vacuum_scale_factor = 0.01,
+                                        autovacuum_vacuum_insert_scale_factor = 0.01,
+                                        autovacuum_analyze_scale_factor = 0.01);
 
 -- ============================================================================================
 -- Functions
@@ -141,75 +151,112 @@ as $$
   from (select 'public.memories'::regclass::oid as oid) t
 $$;
 
--- The one-minute decision: a pg_cron job for the first index with a statement to run, none for the
--- others, and none at all while any index on the memories is being built: two concurrent builds on one
--- table deadlock each other (CREATE INDEX CONCURRENTLY waits for every older transaction, the other
--- build's included). Returns how many are scheduled (0 or 1); 0 at once when another builder holds
--- the lock, or when the memories saw no write since the last look and none of its builds is in flight.
--- Job names fit pg_cron's 63 characters: layer ids are uuids, unique across projects and teams.
--- `build_memory_cap` bounds the build memory it sets (2.5 kB a live memory of the layer, at least 64 MB:
--- the graph of 32 neighbours a level-0 node and a 384-half-float vector takes about 2 kB). Sized on the
--- layer's rows, not the vectors there so far: an import's vectors keep coming while the build waits for
--- its minute, and a graph sized on the first 20,000 spilled after 32,081 of 100,000 (decision 0028).
+-- The one-minute decision: the build job's command set to the statement of the first index that has
+-- one, while the job is idle or while its own run builds another index (its queued run then starts the
+-- next build the moment this one ends); nothing run beside anyone else's index build on the memories
+-- (two CREATE INDEX CONCURRENTLY on one table deadlock each other: each waits for every older
+-- transaction, the other build's included), so then an idle job is unscheduled and a running one's
+-- command left alone (a queued run repeats `create index concurrently if not exists` of an index that
+-- is there, which does nothing). Once nothing is left to build and no run is in flight, the job is
+-- unscheduled and the role's build defaults reset. Returns 1 while the job holds a statement to run,
+-- else 0; 0 at once when another builder holds the lock, or when the memories saw no write since the
+-- last look and there is neither a build job nor a build. The job's run in flight is its latest in
+-- pg_cron's run log (cron.log_run, on by default) not yet succeeded or failed whose process is still
+-- there (pg_cron marks the runs of a server that restarted failed). pg_cron starts the job's runs at
+-- the minute's start, as it starts this decision, and a run may repeat a statement whose index is
+-- there, so the decision waits for what a run does: up to a second for an idle job's run to begin,
+-- up to ten for a run to be building or over (pg_cron 1.4 in background-worker mode, this machine's,
+-- runs no other job while a build runs, so the decisions that see a build are the ones that start
+-- beside it). `build_memory_cap` bounds the build memory it sets (2.5 kB a live
+-- memory of the layer, at least 64 MB: the graph of 32 neighbours a level-0 node and a 384-half-float
+-- vector takes about 2 kB). Sized on the layer's rows, not the vectors there so far: an import's
+-- vectors keep coming while the build waits for its minute, and a graph sized on the first 20,000
+-- spilled after 32,081 of 100,000 (decision 0028).
 create function roi.schedule_layer_indexes(min_rows integer default 20000, build_memory_cap integer default 1024)
   returns integer
   language plpgsql volatile security invoker set search_path = ''
 as $$
 declare
+  job_name constant text := 'zm-roi-layer-index-build';
   wanted record;
-  scheduled integer := 0;
   writes bigint := roi.memories_writes();
   seen roi.layer_index_state;
-  in_flight boolean;
+  job_id bigint;
+  job_command text;
+  job_active boolean;
+  running boolean;
+  attempt integer;
+  run_pid integer;
+  run_command text;
   memory text;
-  listed text[] := '{}';
 begin
   if not pg_catalog.pg_try_advisory_xact_lock(roi.layer_index_lock_key()) then
     return 0;
   end if;
   select * into seen from roi.layer_index_state;
-  in_flight := exists (select from cron.job j where j.jobname like 'zm-roi-hnsw\_%')
-               or exists (select from pg_catalog.pg_stat_progress_create_index p
-                          where p.relid = 'public.memories'::regclass);
-  if writes is not distinct from seen.writes_seen and not in_flight then
+  select j.jobid, j.command, j.active into job_id, job_command, job_active from cron.job j where j.jobname = job_name;
+  if job_id is null and writes is not distinct from seen.writes_seen
+     and not exists (select from pg_catalog.pg_stat_progress_create_index p
+                     where p.relid = 'public.memories'::regclass) then
     return 0;
   end if;
   update roi.layer_index_state set writes_seen = writes;
-  for wanted in
-    select l.index_name, l.statement, l.embedded, l.layer_rows,
-           coalesce(l.index_name = min(l.index_name) filter (where l.statement is not null) over ()
-                    and not bool_or(l.state = 'building') over (), false) as next
-    from roi.layer_vector_indexes(min_rows) l
-  loop
-    listed := listed || wanted.index_name;
-    if wanted.next and not exists (select from pg_catalog.pg_stat_progress_create_index p
-                                   where p.relid = 'public.memories'::regclass) then
-      if wanted.embedded is not null then
-        memory := least(build_memory_cap, greatest(64, ceil(wanted.layer_rows * 2.5 / 1024)::integer)) || 'MB';
-        if memory is distinct from seen.build_memory then
-          execute format('alter role %I in database %I set maintenance_work_mem = %L',
-                         current_user, current_database(), memory);
-          execute format('alter role %I in database %I set statement_timeout = 0', current_user, current_database());
-          update roi.layer_index_state set build_memory = memory;
-        end if;
-      end if;
-      perform cron.schedule('zm-roi-' || wanted.index_name, '* * * * *', wanted.statement);
-      scheduled := scheduled + 1;
-    else
-      perform cron.unschedule(j.jobid) from cron.job j where j.jobname = 'zm-roi-' || wanted.index_name;
+  -- The job's run in flight, as it shows once it has begun: its own CREATE INDEX, or its process gone.
+  if job_id is not null then
+    for attempt in 1 .. 50 loop
+      perform pg_catalog.pg_stat_clear_snapshot();
+      select d.status not in ('succeeded', 'failed'), d.job_pid, d.command into running, run_pid, run_command
+      from cron.job_run_details d where d.jobid = job_id order by d.runid desc limit 1;
+      running := coalesce(running, false)
+                 and (run_pid is null or exists (select from pg_catalog.pg_stat_activity a where a.pid = run_pid));
+      exit when running and exists (select from pg_catalog.pg_stat_progress_create_index p where p.pid = run_pid)
+             or not running and (attempt > 5 or not job_active);
+      perform pg_catalog.pg_sleep(0.2);
+    end loop;
+  end if;
+  running := coalesce(running, false);
+  if exists (select from pg_catalog.pg_stat_progress_create_index p
+             where p.relid = 'public.memories'::regclass and (not running or p.pid is distinct from run_pid)) then
+    if job_id is not null and not running then
+      perform cron.unschedule(job_id);
     end if;
-  end loop;
-  -- A job whose index is no longer wanted (its layer shrank or went) would run its statement forever.
-  perform cron.unschedule(j.jobid) from cron.job j
-  where j.jobname like 'zm-roi-hnsw\_%' and substr(j.jobname, 8) <> all (listed);
-  if scheduled = 0 and seen.build_memory is not null
-     and not exists (select from pg_catalog.pg_stat_progress_create_index p
-                     where p.relid = 'public.memories'::regclass) then
+    return 0;
+  end if;
+  select l.index_name, l.statement, l.embedded, l.layer_rows into wanted
+  from roi.layer_vector_indexes(min_rows) l
+  where l.statement is not null
+    -- The run's own index, before its CREATE INDEX has put it in the catalog.
+    and (not running or l.index_name is distinct from substring(run_command from 'hnsw_[0-9a-f]+_[a-z_]+'))
+  order by l.index_name
+  limit 1;
+  if wanted.statement is not null then
+    if wanted.embedded is not null then
+      memory := least(build_memory_cap, greatest(64, ceil(wanted.layer_rows * 2.5 / 1024)::integer)) || 'MB';
+      if memory is distinct from seen.build_memory then
+        execute format('alter role %I in database %I set maintenance_work_mem = %L',
+                       current_user, current_database(), memory);
+        execute format('alter role %I in database %I set statement_timeout = 0', current_user, current_database());
+        update roi.layer_index_state set build_memory = memory;
+      end if;
+    end if;
+    -- By the same name pg_cron updates the job in place (same job id, a run in flight goes on).
+    if wanted.statement is distinct from job_command then
+      perform cron.schedule(job_name, '* * * * *', wanted.statement);
+    end if;
+    return 1;
+  end if;
+  if running then
+    return 0;
+  end if;
+  if job_id is not null then
+    perform cron.unschedule(job_id);
+  end if;
+  if seen.build_memory is not null then
     execute format('alter role %I in database %I reset maintenance_work_mem', current_user, current_database());
     execute format('alter role %I in database %I reset statement_timeout', current_user, current_database());
     update roi.layer_index_state set build_memory = null;
   end if;
-  return scheduled;
+  return 0;
 end
 $$;
 

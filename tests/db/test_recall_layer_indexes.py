@@ -1,5 +1,5 @@
-"""A large layer gets HNSW indexes of its own, built concurrently by pg_cron jobs the
-one-minute decision schedules, and the hybrid recall pinned to that layer reads them, under RLS, with
+"""A large layer gets HNSW indexes of its own, built concurrently one after the other by the pg_cron job
+the one-minute decision keeps, and the hybrid recall pinned to that layer reads them, under RLS, with
 the results the exact distances give. Other layers keep their covering indexes. On a cluster of its own:
 it creates indexes and lets pg_cron run them."""
 
@@ -63,7 +63,7 @@ def layers():
                 },
             )
         conn.execute("analyze public.memories")
-        yield conn, {"member": member, "stranger": stranger, "large": large, "small": small}
+        yield conn, {"member": member, "stranger": stranger, "large": large, "small": small, "url": own.url()}
 
 
 def planned(conn: psycopg.Connection, user_id, sql: str, args) -> tuple[list, list[str]]:
@@ -96,6 +96,14 @@ def index_jobs(conn: psycopg.Connection) -> list[str]:
     return [row[0] for row in conn.execute("select jobname from cron.job where jobname like 'zm-roi-hnsw_%'")]
 
 
+BUILD_JOB = "zm-roi-layer-index-build"
+
+
+def build_job(conn: psycopg.Connection) -> tuple[int, str] | None:
+    """The build job's id and command, if it is scheduled."""
+    return conn.execute("select jobid, command from cron.job where jobname = %s", (BUILD_JOB,)).fetchone()
+
+
 def test_a_large_layer_is_read_from_hnsw_indexes_pg_cron_built_for_it(layers):
     conn, ids = layers
     # Questions whose embeddings are a stored memory's own: that memory is nearest in both legs.
@@ -109,41 +117,54 @@ def test_a_large_layer_is_read_from_hnsw_indexes_pg_cron_built_for_it(layers):
     wanted = index_states(conn)
     assert sorted(wanted.values()) == ["missing", "missing"], "one index per embedding column of the large layer"
     assert all(ids["large"].hex in name for name in wanted), f"an index for a layer under the threshold: {wanted}"
-    # One build at a time (two concurrent builds on one table deadlock): the first by pg_cron.
-    assert conn.execute("select roi.schedule_layer_indexes(%s)", (THRESHOLD,)).fetchone()[0] == 1
-    first = min(wanted)
-    assert index_jobs(conn) == [f"zm-roi-{first}"]
+    statements = dict(conn.execute("select index_name, statement from roi.layer_vector_indexes(%s)", (THRESHOLD,)))
+    first, second = sorted(wanted)
+    decide = "select roi.schedule_layer_indexes(%s)"
+    # One build at a time (two concurrent builds on one table deadlock), by one job. The first build is
+    # held (CREATE INDEX CONCURRENTLY waits for a writer's open transaction) until a minute has turned
+    # during its run: pg_cron queues the run that fell due, and starts it as this build ends.
+    with psycopg.connect(ids["url"]) as writer:
+        writer.execute("lock table public.memories in row exclusive mode")
+        assert conn.execute(decide, (THRESHOLD,)).fetchone()[0] == 1
+        job_id, command = build_job(conn)
+        assert command == statements[first]
+        wait_for(lambda: index_states(conn)[first] == "building", timeout=WAIT_SECONDS)
+        assert conn.execute(decide, (THRESHOLD,)).fetchone()[0] == 1
+        assert build_job(conn) == (job_id, statements[second]), "the second build's statement is not queued in place"
+        (turn,) = conn.execute(
+            """select date_trunc('minute', d.start_time) + interval '61 seconds' from cron.job_run_details d
+               where d.jobid = %s order by d.runid desc limit 1""",
+            (job_id,),
+        ).fetchone()
 
-    def first_valid() -> bool:
-        return index_states(conn)[first] == "valid"
+        def minute_turned() -> bool:
+            return conn.execute("select now() >= %s", (turn,)).fetchone()[0]
 
-    wait_for(first_valid, timeout=WAIT_SECONDS)
-    failed = conn.execute(
-        """select d.return_message from cron.job_run_details d join cron.job j using (jobid)
-           where j.jobname like 'zm-roi-hnsw_%' and d.status = 'failed'"""
+        wait_for(minute_turned, timeout=90)
+        writer.rollback()
+    # No decision runs from here on: the queued run builds the second index.
+    wait_for(lambda: index_states(conn)[second] == "valid", timeout=WAIT_SECONDS)
+    runs = conn.execute(
+        """select d.command, d.status, d.return_message, d.start_time, d.end_time from cron.job_run_details d
+           where d.jobid = %s order by d.runid""",
+        (job_id,),
     ).fetchall()
-    assert not failed, f"an index build failed: {failed}"
-    # The next decision moves on to the second; its statement is the same kind, run here directly.
-    assert conn.execute("select roi.schedule_layer_indexes(%s)", (THRESHOLD,)).fetchone()[0] == 1
-    (second,) = set(wanted) - {first}
-    assert index_jobs(conn) == [f"zm-roi-{second}"], "the built index's job is unscheduled"
-    # Paused first, and any run pg_cron already started let finish: its build and this one at once would
-    # be two concurrent builds on one table, which deadlock (seen once, when the minute turned just then).
-    job = f"zm-roi-{second}"
-    conn.execute("update cron.job set active = false where jobname = %s", (job,))
+    assert [r[0] for r in runs[:2]] == [statements[first], statements[second]], runs
+    assert all(status == "succeeded" for _, status, *_ in runs[:2]), f"a build run failed or was canceled: {runs}"
+    gap = (runs[1][3] - runs[0][4]).total_seconds()
+    # pg_cron's loop wakes at least once a second; a run started by the next minute would be ~60 s late.
+    assert gap < 10, f"the second build started {gap:.1f} s after the first ended, not at once"
 
-    def cron_idle() -> bool:
-        return not conn.execute(
-            """select from cron.job_run_details d join cron.job j using (jobid)
-               where j.jobname = %s and d.status not in ('succeeded', 'failed')""",
-            (job,),
-        ).fetchall()
-
-    wait_for(cron_idle, timeout=WAIT_SECONDS)
-    if index_states(conn)[second] != "valid":
-        conn.execute(conn.execute("select command from cron.job where jobname = %s", (job,)).fetchone()[0])
-    assert conn.execute("select roi.schedule_layer_indexes(%s)", (THRESHOLD,)).fetchone()[0] == 0
-    assert index_jobs(conn) == []
+    # Nothing left to build: the job goes once no run of it is in flight (a queued one may still run).
+    wait_for(
+        lambda: conn.execute(decide, (THRESHOLD,)).fetchone()[0] == 0 and build_job(conn) is None,
+        timeout=WAIT_SECONDS,
+    )
+    failed = conn.execute(
+        "select d.return_message from cron.job_run_details d where d.jobid = %s and d.status <> 'succeeded'",
+        (job_id,),
+    ).fetchall()
+    assert not failed, f"a run of the build job failed or was canceled: {failed}"
 
     indexed, plans = recall_as(conn, ids["member"], ids["large"], vectors)
     for name in wanted:
