@@ -273,7 +273,20 @@ begin
   -- The load skips the triggers (session_replication_role = replica), so the chunk's postings are
   -- written here, as roi.post_new_memories writes them (unless the database predates postings: a
   -- side-by-side base of `make bench BASE=…`; plpgsql plans the insert only when it runs).
-  if to_regclass('public.memory_postings') is not null then
+  if to_regclass('public.memory_postings') is not null
+     and exists (select from pg_attribute where attrelid = 'public.memory_postings'::regclass
+                 and attname = 'layer_kind' and not attisdropped) then
+    insert into public.memory_postings (memory_id, layer_id, impact, layer_kind, lexeme)
+    select m.id, coalesce(m.project_id, m.team_id, m.author_id),
+           ts_rank('{0.1, 0.2, 0.4, 0.4}'::real[], m.search,
+                   ('''' || replace(replace(l.lexeme, '\', '\\'), '''', '''''') || '''')::tsquery, 1),
+           (case m.scope when 'personal' then 'u' when 'project' then 'p' else 't' end)::"char", l.lexeme
+    from draws d
+    join public.memories m on m.id = bench.uuid_for(shape.seed, 'memory', d.i)
+    cross join lateral unnest(m.search) l
+    where m.invalidated_at is null;
+  elsif to_regclass('public.memory_postings') is not null then
+    -- A base that predates the slim postings (its author and scope columns).
     insert into public.memory_postings (memory_id, lexeme, impact, scope, layer_id, author_id)
     select m.id, l.lexeme,
            ts_rank('{0.1, 0.2, 0.4, 0.4}'::real[], m.search,

@@ -198,18 +198,19 @@ begin
   select l.projects, l.teams into projects, teams from roi.recall_layers(pin_project, pin_team, personal_only) l;
   return query
     with layers as (
-      select 'personal'::text as scope, caller as id where caller is not null
+      -- Each layer with its postings' layer_kind (21_recall_postings.sql).
+      select 'u'::"char" as kind, caller as id where caller is not null
       union all
-      select 'project', p from unnest(projects) p
+      select 'p'::"char", p from unnest(projects) p
       union all
-      select 'team', t from unnest(teams) t
+      select 't'::"char", t from unnest(teams) t
     ), postings as (
       select l.id as layer_id, t as lexeme, h.memory_id, h.impact
       from layers l
       cross join unnest(terms) t
       cross join lateral (
         select p.memory_id, p.impact from public.memory_postings p
-        where p.layer_id = l.id and p.lexeme = t and p.scope = l.scope
+        where p.layer_id = l.id and p.lexeme = t and p.layer_kind = l.kind
         order by p.impact desc
         limit per_term
       ) h
@@ -222,7 +223,7 @@ begin
       select exists (
         select from layers l cross join unnest(terms) t
         where exists (select from public.memory_postings p
-                      where p.layer_id = l.id and p.lexeme = t and p.scope = l.scope
+                      where p.layer_id = l.id and p.lexeme = t and p.layer_kind = l.kind
                       order by p.impact desc
                       offset per_term - 1)) as list
     ), hits as (

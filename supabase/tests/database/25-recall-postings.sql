@@ -2,10 +2,12 @@
 -- public.memory_postings. Row-level security reads a posting as it reads its memory (another user's
 -- postings and memories never surface, through recall or a direct select), the triggers keep the
 -- postings current as the writer (insert, edit, invalidation, delete), the impacts sum to ts_rank,
--- and a forged posting cannot pull a memory into a pin it is not in. The read policy is opened once
--- (a savepoint) to show the cross-user check sees the break.
+-- a forged posting cannot pull a memory into a pin it is not in, and the write policies hold each
+-- writer to their own memories' postings (a posting carries no author: the policies ask its memory).
+-- Rows of every layer kind (personal, project, team), an outsider and a colleague. The read policy is
+-- opened once (a savepoint) to show the cross-user check sees the break.
 begin;
-select plan(33);
+select plan(41);
 
 select tests.create_user('author@postings.test') as author_id \gset
 select tests.create_user('outsider@postings.test') as outsider_id \gset
@@ -19,6 +21,10 @@ insert into public.project_members values
   ('00000000-0000-0000-0000-0000000f0b03', tests.user_id('author@postings.test')),
   ('00000000-0000-0000-0000-0000000f0b02', tests.user_id('outsider@postings.test')),
   ('00000000-0000-0000-0000-0000000f0b01', tests.user_id('colleague@postings.test'));
+insert into public.teams (id, name) values ('00000000-0000-0000-0000-0000000f0b11', 'postings-team');
+insert into public.team_members values
+  ('00000000-0000-0000-0000-0000000f0b11', tests.user_id('author@postings.test')),
+  ('00000000-0000-0000-0000-0000000f0b11', tests.user_id('colleague@postings.test'));
 
 -- Written as their authors through the Data API's role: the triggers post them as the writer.
 select tests.authenticate_as('author@postings.test');
@@ -31,6 +37,9 @@ select lives_ok(
       ('project', '00000000-0000-0000-0000-0000000f0b03', 'convention',
        'Zephyr side note', 'The side project never deploys zephyr.')$$,
   'an author writes memories with the Data API''s role, postings included');
+insert into public.memories (scope, team_id, kind, title, body) values
+  ('team', '00000000-0000-0000-0000-0000000f0b11', 'convention',
+   'Pager rota', 'The team rotates the pager weekly.');
 select tests.clear_authentication();
 select tests.authenticate_as('outsider@postings.test');
 insert into public.memories (scope, project_id, kind, title, body) values
@@ -39,7 +48,16 @@ insert into public.memories (scope, project_id, kind, title, body) values
   ('personal', null, 'decision',
    'Zephyr secret', 'Zephyr queue drain deploy, outsider only.');
 select tests.clear_authentication();
+-- Each writer's memories, read here as the superuser: a posting names only its memory.
+select array_agg(id)::text as author_memories from public.memories where author_id = :'author_id' \gset
+select array_agg(id)::text as outsider_memories from public.memories where author_id = :'outsider_id' \gset
+select id as team_memory from public.memories where title = 'Pager rota' \gset
+select id as personal_memory from public.memories where title = 'Zephyr laptop' \gset
 
+select is(
+  (select array_agg(distinct p.layer_kind::text order by p.layer_kind::text) from public.memory_postings p
+   where p.memory_id = any (:'author_memories'::uuid[])),
+  array['p', 't', 'u'], 'the author''s memories are posted in layers of every kind: project, team, personal');
 select is(
   (select count(*)::integer from public.memory_postings p join public.memories m on m.id = p.memory_id
    where m.title = 'Zephyr queue drain'),
@@ -57,10 +75,10 @@ select ok(
 -- ---------------------------------------------------------------------------------------------
 select tests.authenticate_as('author@postings.test');
 select is(
-  (select count(*)::integer from public.memory_postings where author_id = :'outsider_id'),
+  (select count(*)::integer from public.memory_postings where memory_id = any (:'outsider_memories'::uuid[])),
   0, 'the author reads none of the outsider''s postings');
 select ok(
-  (select count(*) from public.memory_postings where author_id = :'author_id') > 0,
+  (select count(*) from public.memory_postings where memory_id = any (:'author_memories'::uuid[])) > 0,
   'the author reads their own postings (the check above can see rows)');
 select is_empty(
   $$select 1 from public.recall_lexical('zephyr queue drain deploy', match_count => 100) r
@@ -79,16 +97,25 @@ select set_eq(
   array['Zephyr queue drain', 'Zephyr laptop'],
   'a project pin returns the project''s and the caller''s personal matches, through the postings');
 select throws_ok(
-  $$insert into public.memory_postings (memory_id, lexeme, impact, scope, layer_id, author_id)
-    select id, 'zephyr', 1, 'project', '00000000-0000-0000-0000-0000000f0b02', auth.uid()
+  $$insert into public.memory_postings (memory_id, layer_id, impact, layer_kind, lexeme)
+    select id, '00000000-0000-0000-0000-0000000f0b02', 1, 'p', 'zephyr'
     from public.memories where title = 'Zephyr queue drain'$$,
   '42501', null, 'no one posts into a layer they are not in');
 
--- A forged posting in the author's own project, naming the side project's memory, cannot pull it into
--- the atlas pin: the ranking re-checks the memory's layer.
-insert into public.memory_postings (memory_id, lexeme, impact, scope, layer_id, author_id)
-select id, 'nimbus', 1, 'project', '00000000-0000-0000-0000-0000000f0b01', auth.uid()
+-- The author cannot post their side project's memory into their other project: a posting sits in its
+-- memory's own layer.
+select throws_ok(
+  $$insert into public.memory_postings (memory_id, layer_id, impact, layer_kind, lexeme)
+    select id, '00000000-0000-0000-0000-0000000f0b01', 1, 'p', 'nimbus'
+    from public.memories where title = 'Zephyr side note'$$,
+  '42501', null, 'an author posts a memory only in its own layer, not in another layer of theirs');
+-- Such a posting forged anyway (by the table's owner) cannot pull the memory into the atlas pin: the
+-- ranking re-checks the memory's layer.
+select tests.clear_authentication();
+insert into public.memory_postings (memory_id, layer_id, impact, layer_kind, lexeme)
+select id, '00000000-0000-0000-0000-0000000f0b01', 1, 'p', 'nimbus'
 from public.memories where title = 'Zephyr side note';
+select tests.authenticate_as('author@postings.test');
 select is_empty(
   $$select 1 from public.recall_lexical('zephyr nimbus', project_id => '00000000-0000-0000-0000-0000000f0b01')
     where title = 'Zephyr side note'$$,
@@ -96,10 +123,14 @@ select is_empty(
 select tests.clear_authentication();
 
 select tests.authenticate_as('outsider@postings.test');
-delete from public.memory_postings where author_id = :'author_id';
+delete from public.memory_postings where memory_id = any (:'author_memories'::uuid[]);
+select is(
+  (select count(*)::integer from public.memory_postings
+   where memory_id = any (array[:'team_memory', :'personal_memory']::uuid[])),
+  0, 'the outsider reads none of the author''s team or personal postings');
 select tests.clear_authentication();
 select ok(
-  (select count(*) from public.memory_postings where author_id = :'author_id') > 0,
+  (select count(*) from public.memory_postings where memory_id = any (:'author_memories'::uuid[])) > 0,
   'the outsider deletes none of the author''s postings');
 
 -- A colleague in the author's project reads the project's postings (the same audience as its memories),
@@ -108,18 +139,37 @@ select ok(
 select tests.authenticate_as('colleague@postings.test');
 select ok(
   (select count(*) from public.memory_postings
-   where author_id = :'author_id' and layer_id = '00000000-0000-0000-0000-0000000f0b01') > 0,
+   where memory_id = any (:'author_memories'::uuid[]) and layer_id = '00000000-0000-0000-0000-0000000f0b01') > 0,
   'a colleague reads the author''s postings in their shared project');
-delete from public.memory_postings where author_id = :'author_id';
+select ok(
+  (select count(*) from public.memory_postings where memory_id = :'team_memory') > 0,
+  'a colleague reads the author''s postings in their shared team');
+select is(
+  (select count(*)::integer from public.memory_postings where memory_id = :'personal_memory'),
+  0, 'a colleague reads none of the author''s personal postings');
+select is(
+  (select count(*)::integer from public.memory_postings where memory_id = any (:'author_memories'::uuid[])
+     and layer_kind = 'u'),
+  0, 'nor any personal posting of the author''s at all');
+delete from public.memory_postings where memory_id = any (:'author_memories'::uuid[]);
 select throws_ok(
-  $$insert into public.memory_postings (memory_id, lexeme, impact, scope, layer_id, author_id)
-    select id, 'forged', 1, 'project', '00000000-0000-0000-0000-0000000f0b01', author_id
+  $$insert into public.memory_postings (memory_id, layer_id, impact, layer_kind, lexeme)
+    select id, '00000000-0000-0000-0000-0000000f0b01', 1, 'p', 'forged'
     from public.memories where title = 'Zephyr queue drain'$$,
-  '42501', null, 'a colleague cannot post in the author''s name');
+  '42501', null, 'a colleague cannot post for the author''s project memory');
+select throws_ok(
+  $$insert into public.memory_postings (memory_id, layer_id, impact, layer_kind, lexeme)
+    select id, '00000000-0000-0000-0000-0000000f0b11', 1, 't', 'forged'
+    from public.memories where title = 'Pager rota'$$,
+  '42501', null, 'a colleague cannot post for the author''s team memory');
 select tests.clear_authentication();
 select is(
+  (select count(*)::integer from public.memory_postings where memory_id = :'team_memory'),
+  (select length(search) from public.memories where title = 'Pager rota'),
+  'the colleague''s delete took none of the author''s team postings');
+select is(
   (select count(*)::integer from public.memory_postings p join public.memories m on m.id = p.memory_id
-   where m.title = 'Zephyr queue drain' and p.author_id = :'author_id'),
+   where m.title = 'Zephyr queue drain'),
   (select length(search) from public.memories where title = 'Zephyr queue drain'),
   'the colleague''s delete took none of the author''s postings');
 
@@ -129,13 +179,13 @@ select is(
 savepoint opened;
 create policy "Broken: postings for everyone" on public.memory_postings for select to authenticated using (true);
 select tests.authenticate_as('outsider@postings.test');
-select count(*) as broken_reads from public.memory_postings where author_id = :'author_id' \gset
+select count(*) as broken_reads from public.memory_postings where memory_id = any (:'author_memories'::uuid[]) \gset
 select tests.clear_authentication();
 rollback to savepoint opened;
 select ok(:broken_reads > 0, 'with the read policy opened, the outsider would read the author''s postings');
 select tests.authenticate_as('outsider@postings.test');
 select is(
-  (select count(*)::integer from public.memory_postings where author_id = :'author_id'),
+  (select count(*)::integer from public.memory_postings where memory_id = any (:'author_memories'::uuid[])),
   0, 'with the policy restored, the outsider reads none of them');
 select tests.clear_authentication();
 
@@ -189,11 +239,11 @@ select is_empty(
   'no unique index on the postings (one posting per lexeme of a memory is the search vector''s rule)');
 -- Deleting a user takes their memories and, through the memories' cascade, every posting of them.
 select ok(
-  (select count(*) from public.memory_postings where author_id = :'outsider_id') > 0,
+  (select count(*) from public.memory_postings where memory_id = any (:'outsider_memories'::uuid[])) > 0,
   '(sensitivity) the outsider has postings before their account is deleted');
 delete from auth.users where id = :'outsider_id';
 select is(
-  (select count(*)::integer from public.memory_postings where author_id = :'outsider_id'),
+  (select count(*)::integer from public.memory_postings where memory_id = any (:'outsider_memories'::uuid[])),
   0, 'a deleted user''s postings go with their memories');
 
 -- One home for ts_rank's weights: roi.lexical_weights(), which recall ranks by and the postings'
