@@ -273,9 +273,8 @@ begin
   -- The load skips the triggers (session_replication_role = replica), so the chunk's postings are
   -- written here, as roi.post_new_memories writes them (unless the database predates postings: a
   -- side-by-side base of `make bench BASE=…`; plpgsql plans the insert only when it runs).
-  if to_regclass('public.memory_postings') is not null
-     and exists (select from pg_attribute where attrelid = 'public.memory_postings'::regclass
-                 and attname = 'layer_kind' and not attisdropped) then
+  if exists (select from pg_attribute where attrelid = to_regclass('public.memory_postings')
+             and attname = 'layer_kind' and not attisdropped) then
     insert into public.memory_postings (memory_id, layer_id, impact, layer_kind, lexeme)
     select m.id, coalesce(m.project_id, m.team_id, m.author_id),
            ts_rank('{0.1, 0.2, 0.4, 0.4}'::real[], m.search,
