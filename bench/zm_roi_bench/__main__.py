@@ -1,4 +1,4 @@
-"""python -m zm_roi_bench --size 100k|10k|1m|curve|layers|anchor [--owners N] [--seed N] [--base COMMIT]
+"""python -m zm_roi_bench --size 100k|10k|1m|curve|layers|anchor|fast-recall [--owners N] [--seed N] [--base COMMIT]
 [--out DIR]: what `make bench` runs."""
 
 from __future__ import annotations
@@ -10,7 +10,18 @@ from pathlib import Path
 
 from zm_roi.errors import UserError
 from zm_roi.localdb import project_root
-from zm_roi_bench import CURVE, DEFAULT_SEED, SIZES, anchor, compare, layers, layers_compare, report, run
+from zm_roi_bench import (
+    CURVE,
+    DEFAULT_SEED,
+    SIZES,
+    anchor,
+    compare,
+    fast_recall,
+    layers,
+    layers_compare,
+    report,
+    run,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
         default="100k",
         help="10k, 100k (default), 1m, curve (10k, 100k and 1m in one report), layers (pinned recall on real "
         "text against the layer's size: 1k, 10k and 100k rows), or anchor (side by side with Supabase's documented "
-        "hybrid search at 10k and 100k rows, a report each; anchor-10k or anchor-100k for one)",
+        "hybrid search at 10k and 100k rows, a report each; anchor-10k or anchor-100k for one), or fast-recall (a "
+        "100k-row import on the user's path followed to fast recall, with pg_cron's builds)",
     )
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="corpus seed (default %(default)s)")
     parser.add_argument(
@@ -49,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    if label == fast_recall.LABEL:
+        return _fast_recall(args)
     if label in anchor.SIZES:
         return _anchor(args, anchor.SIZES[label])
     if label == "curve":
@@ -56,7 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     elif label in SIZES:
         sizes = [SIZES[label]]
     else:
-        print(f"zm-roi bench: unknown size {args.size!r}: use 10k, 100k, 1m, curve, layers or anchor", file=sys.stderr)
+        print(
+            f"zm-roi bench: unknown size {args.size!r}: use 10k, 100k, 1m, curve, layers, anchor or fast-recall",
+            file=sys.stderr,
+        )
         return 2
     if args.base is not None and len(sizes) != 1:
         print("zm-roi bench: --base compares one size: use 10k, 100k or 1m", file=sys.stderr)
@@ -134,6 +151,24 @@ def _anchor(args: argparse.Namespace, sizes: tuple[int, ...]) -> int:
         md, raw = report.write(results, out, render_as=anchor.render)
         print(anchor.render(results))
         print(f"report: {md}\nraw figures: {raw}\ntook {results['seconds']:.0f} s")
+    return 0
+
+
+def _fast_recall(args: argparse.Namespace) -> int:
+    if args.base is not None or args.owners is not None:
+        print("zm-roi bench: fast-recall follows one import of this checkout: drop BASE and OWNERS", file=sys.stderr)
+        return 2
+    root = project_root()
+    out = root / "bench" / "results" if args.out is None else Path(args.out)
+    adr_corpus = Path(args.adr_corpus or root.parent / "shared" / "eval" / "public-adr-corpus.jsonl")
+    try:
+        figures = fast_recall.run(adr_corpus, args.seed, say=lambda text: print(text, flush=True))
+    except UserError as exc:
+        print(f"zm-roi bench: {exc}", file=sys.stderr)
+        return 2
+    md, raw = report.write(figures, out, render_as=fast_recall.render)
+    print(fast_recall.render(figures))
+    print(f"report: {md}\nraw figures: {raw}\ntook {figures['seconds']:.0f} s")
     return 0
 
 

@@ -362,6 +362,7 @@ def run_to_fast_recall(
         before = vacuum_stats(conn)
         figures["import_seconds"] = round(started - import_started)
         figures["import_ended_at"] = ended_at.isoformat(timespec="seconds")
+        figures["load_average_at_import_end"] = [round(x, 2) for x in os.getloadavg()]
         figures["index_builds_during_import"] = build_runs(conn)
         while True:
             point = {"seconds": round(time.monotonic() - started)}
