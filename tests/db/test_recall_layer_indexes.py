@@ -332,10 +332,15 @@ def test_layer_indexes_of_float4_vectors_give_way_to_half_precision_ones(tmp_pat
         }
         assert {memory_id: after[memory_id] for memory_id in halved} == halved, "a vector changed beyond rounding"
 
-        assert index_states(conn, 500) == {first: "missing", second: "missing"}, "the float4 indexes are gone"
+        # The rows' model ('test') has no centre, so no sign bits: the layer keeps indexes over the vectors,
+        # and those over the bits wait for rows that have them.
+        bits = {f"{first.removesuffix('_embedding')}_bits", f"{first.removesuffix('_embedding')}_minilm_bits"}
+        assert index_states(conn, 500) == {first: "missing", second: "missing"} | dict.fromkeys(bits, "waiting"), (
+            "the float4 indexes are gone"
+        )
         assert index_jobs(conn) == [], "the build scheduled with the old statement is gone"
         statements = dict(conn.execute("select index_name, statement from roi.layer_vector_indexes(500)"))
-        assert all("halfvec_cosine_ops" in s for s in statements.values())
+        assert all("halfvec_cosine_ops" in statements[name] for name in (first, second))
         for name in (first, second):
             conn.execute(statements[name])
-        assert index_states(conn, 500) == {first: "valid", second: "valid"}
+        assert index_states(conn, 500) == {first: "valid", second: "valid"} | dict.fromkeys(bits, "waiting")
