@@ -115,10 +115,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _layers(args: argparse.Namespace) -> int:
+def _paths(args: argparse.Namespace) -> tuple[Path, Path, Path]:
+    """The checkout, the report folder and the public ADR corpus the real-text benches read."""
     root = project_root()
     out = root / "bench" / "results" if args.out is None else Path(args.out)
-    adr_corpus = Path(args.adr_corpus or root.parent / "shared" / "eval" / "public-adr-corpus.jsonl")
+    return root, out, Path(args.adr_corpus or root.parent / "shared" / "eval" / "public-adr-corpus.jsonl")
+
+
+def _layers(args: argparse.Namespace) -> int:
+    root, out, adr_corpus = _paths(args)
     say = lambda text: print(text, flush=True)  # noqa: E731
     if args.base is not None:
         try:
@@ -138,9 +143,7 @@ def _layers(args: argparse.Namespace) -> int:
 
 
 def _anchor(args: argparse.Namespace, sizes: tuple[int, ...]) -> int:
-    root = project_root()
-    out = root / "bench" / "results" if args.out is None else Path(args.out)
-    adr_corpus = Path(args.adr_corpus or root.parent / "shared" / "eval" / "public-adr-corpus.jsonl")
+    root, out, adr_corpus = _paths(args)
     say = lambda text: print(text, flush=True)  # noqa: E731
     for size in sizes:
         try:
@@ -158,9 +161,7 @@ def _fast_recall(args: argparse.Namespace) -> int:
     if args.base is not None or args.owners is not None:
         print("zm-roi bench: fast-recall follows one import of this checkout: drop BASE and OWNERS", file=sys.stderr)
         return 2
-    root = project_root()
-    out = root / "bench" / "results" if args.out is None else Path(args.out)
-    adr_corpus = Path(args.adr_corpus or root.parent / "shared" / "eval" / "public-adr-corpus.jsonl")
+    _, out, adr_corpus = _paths(args)
     try:
         figures = fast_recall.run(adr_corpus, args.seed, say=lambda text: print(text, flush=True))
     except UserError as exc:
