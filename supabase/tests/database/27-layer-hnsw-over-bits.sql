@@ -1,4 +1,4 @@
--- 20261205120000_layer_hnsw_over_sign_bits: a large layer's HNSW indexes hold its memories' sign bits,
+-- 20261205070000_layer_hnsw_over_sign_bits: a large layer's HNSW indexes hold its memories' sign bits,
 -- the semantic leg pinned to it reads its candidates by Hamming distance from there and ranks them
 -- exactly; a model with no centre (no bits) keeps an index over its vectors; an index over the vectors
 -- that the bits made unwanted is dropped only once the layer's bit index is valid. The graph must not
