@@ -44,4 +44,13 @@ def seed_queued_judgments(db_url: str, owner: uuid.UUID, count: int) -> uuid.UUI
         )
         conn.execute("select roi.note_recall_outcomes(%s)", (run_id,))
         conn.execute("select roi.enqueue('judge', %s, %s, %s)", (owner, [row[0] for row in probes], run_id))
+        # The seeded run stands in for the owner's pool: pg_cron's minute upkeep must not top it up from
+        # the owner's memories mid-test and queue a question to write beside the judgments.
+        conn.execute(
+            """delete from roi.dirty_layers d using public.memories m
+               where m.author_id = %s and d.layer = m.scope
+                 and d.layer_id = case m.scope when 'personal' then m.author_id
+                                               when 'project' then m.project_id else m.team_id end""",
+            (owner,),
+        )
     return run_id

@@ -196,8 +196,7 @@ def test_a_bad_worker_concurrency_is_one_clear_error(monkeypatch, capsys, value)
 def test_worker_once_counts_rows_not_attempts(db_url, worker_url, llm_mode, owners):
     """Before: every attempt counted as a row ("40 rows handled" for 9 rows). Two rows whose model calls
     fail after 3 s: each is due again (backoff e^1 ≈ 2.7 s) while the lane is busy with the other, so
-    the one drain makes four attempts on two rows. pg_cron's minute upkeep may top up the owner's pool
-    during the drain and queue a third row (a question to write), so the truth is read from the queue."""
+    the one drain makes four attempts on two rows."""
     import time
 
     owner = owners.create(KNOWLEDGE[:1])
@@ -209,16 +208,10 @@ def test_worker_once_counts_rows_not_attempts(db_url, worker_url, llm_mode, owne
 
     worker = Worker(worker_url, WorkerConfig(GENERATION_MODEL, JUDGE_MODEL, concurrency=1), complete=slow_outage)
     worker.run(once=True)
-    queue = fetch(
-        db_url,
-        """select count(*) filter (where attempts > 0)::int as rows, sum(attempts)::int as attempts,
-                  count(*) filter (where kind = 'judge' and attempts > 0)::int as judgments
-           from roi.work where owner_id = %s""",
-        (owner,),
-    )[0]
-    assert queue["judgments"] == 2 and queue["attempts"] > queue["rows"], "the scenario needs a row attempted twice"
-    assert (worker.handled, worker.attempts) == (queue["rows"], queue["attempts"])
-    assert (worker.succeeded, worker.failed) == (0, queue["rows"])
+    attempts = fetch(db_url, "select sum(attempts)::int as n from roi.work where owner_id = %s", (owner,))[0]["n"]
+    assert attempts >= 3, "the scenario needs a row attempted twice in one drain"
+    assert (worker.handled, worker.attempts) == (2, attempts)
+    assert (worker.succeeded, worker.failed) == (0, 2)
 
 
 def test_worker_once_says_what_waits_out_its_backoff_and_when_it_is_next_due(
