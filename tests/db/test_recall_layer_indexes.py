@@ -181,6 +181,55 @@ def test_a_large_layer_is_read_from_hnsw_indexes_pg_cron_built_for_it(layers):
     assert stranger_hits == [], "the large layer's index served someone who is not its member"
 
 
+def test_a_layer_indexed_over_its_vectors_moves_to_the_bits_with_no_gap(layers):
+    """An existing database's large layer has HNSW indexes over its vectors (the statement before the
+    bits). The decision's statements, run one at a time in its order, build the indexes over the bits and
+    drop the old ones only once their replacement is valid: after every step, each semantic leg of the
+    pinned recall reads an HNSW index of the layer's, and the last step leaves only the bits' indexes."""
+    conn, ids = layers
+    layer = ids["large"].hex
+    old = {f"hnsw_{layer}_{column}": column for column in ("embedding", "embedding_minilm")}
+    for name, column in old.items():
+        conn.execute(
+            f"""create index {name} on public.memories using hnsw ({column} extensions.halfvec_cosine_ops)
+                with (m = 32, ef_construction = 200)
+                where project_id = '{ids["large"]}' and scope = 'project' and invalidated_at is null"""
+        )
+    conn.execute("analyze public.memories")
+    assert index_states(conn) == {
+        f"hnsw_{layer}_bits": "missing",
+        f"hnsw_{layer}_embedding": "valid",
+        f"hnsw_{layer}_embedding_minilm": "valid",
+        f"hnsw_{layer}_minilm_bits": "missing",
+    }, "the old indexes stay wanted while their replacements are missing"
+    steps = []
+    while rows := conn.execute(
+        "select index_name, statement from roi.layer_vector_indexes(%s) where statement is not null order by 1",
+        (THRESHOLD,),
+    ).fetchall():
+        name, statement = rows[0]
+        steps.append(statement.split(" public.")[0].split(" if ")[0] + " " + name.removeprefix(f"hnsw_{layer}_"))
+        conn.execute(statement)
+        conn.execute("analyze public.memories")
+        _, plans = recall_as(conn, ids["member"], ids["large"])
+        read = {
+            leg
+            for leg in ("_bits", "_embedding", "_embedding_minilm", "_minilm_bits")
+            for plan in plans
+            if f"using hnsw_{layer}{leg} " in plan
+        }
+        assert read & {"_bits", "_embedding"}, f"after {steps[-1]} the e5 leg read no HNSW index: {plans}"
+        assert read & {"_minilm_bits", "_embedding_minilm"}, f"after {steps[-1]} the MiniLM leg read none"
+        assert len(steps) < 10, steps
+    assert steps == [
+        "create index concurrently bits",
+        "drop index concurrently embedding",
+        "create index concurrently minilm_bits",
+        "drop index concurrently embedding_minilm",
+    ], steps
+    assert index_states(conn) == {f"hnsw_{layer}_bits": "valid", f"hnsw_{layer}_minilm_bits": "valid"}
+
+
 def test_a_failed_build_is_dropped_and_scheduled_again(layers):
     """CREATE INDEX CONCURRENTLY that fails leaves an invalid index behind, which `if not exists` would
     keep forever: the decision drops it first."""
@@ -283,10 +332,15 @@ def test_layer_indexes_of_float4_vectors_give_way_to_half_precision_ones(tmp_pat
         }
         assert {memory_id: after[memory_id] for memory_id in halved} == halved, "a vector changed beyond rounding"
 
-        assert index_states(conn, 500) == {first: "missing", second: "missing"}, "the float4 indexes are gone"
+        # The rows' model ('test') has no centre, so no sign bits: the layer keeps indexes over the vectors,
+        # and those over the bits wait for rows that have them.
+        bits = {f"{first.removesuffix('_embedding')}_bits", f"{first.removesuffix('_embedding')}_minilm_bits"}
+        assert index_states(conn, 500) == {first: "missing", second: "missing"} | dict.fromkeys(bits, "waiting"), (
+            "the float4 indexes are gone"
+        )
         assert index_jobs(conn) == [], "the build scheduled with the old statement is gone"
         statements = dict(conn.execute("select index_name, statement from roi.layer_vector_indexes(500)"))
-        assert all("halfvec_cosine_ops" in s for s in statements.values())
+        assert all("halfvec_cosine_ops" in statements[name] for name in (first, second))
         for name in (first, second):
             conn.execute(statements[name])
-        assert index_states(conn, 500) == {first: "valid", second: "valid"}
+        assert index_states(conn, 500) == {first: "valid", second: "valid"} | dict.fromkeys(bits, "waiting")
