@@ -848,19 +848,6 @@ analyze routes_scratch.staged;
 insert into routes_scratch.{name}
 select memory_id, lexeme, impact, scope, layer_id, author_id from routes_scratch.staged where batch = %(batch)s;
 
--- The HNSW legs bench (hnsw_legs.py): the statement pg_cron would run for the layer's index on a column,
--- that index dropped, and the ef_search the shipped recall runs with (EF replaced by an integer).
--- name: hnsw_legs_statement
-select statement from roi.layer_vector_indexes(1) where index_name like '%%\_' || %(column)s and statement is not null;
-
--- name: hnsw_legs_drop
-select format('drop index if exists public.%%I', index_name) from roi.layer_vector_indexes(1)
-where index_name like '%%\_' || %(column)s;
-
--- name: hnsw_legs_ef_search
-alter function public.recall(text, uuid, uuid, integer, boolean, extensions.vector, extensions.vector)
-  set hnsw.ef_search = EF;
-
 -- recall_quality --sweep (decision 0030): one semantic leg over the whole corpus as one layer, its
 -- `candidates` best by the Hamming distance of the stored sign bits (roi.embedding_bits, the shipped
 -- centres) ranked again exactly, as roi.recall_semantic_leg ranks them; no cut when candidates is null.

