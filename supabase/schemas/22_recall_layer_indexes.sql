@@ -212,6 +212,7 @@ declare
   run_pid integer;
   run_command text;
   memory text;
+  postings_statement text;
 begin
   if not pg_catalog.pg_try_advisory_xact_lock(roi.layer_index_lock_key()) then
     return 0;
@@ -269,7 +270,32 @@ begin
     return 1;
   end if;
   if running then
+    -- A rebuild of the postings' impact index is not repeated by the run pg_cron queued behind it.
+    if run_command ~* '^reindex' and job_command = run_command then
+      perform cron.schedule(job_name, '* * * * *', 'select 1');
+    end if;
     return 0;
+  end if;
+  -- Nothing left to build: the postings' impact index, filled in memory order by an import, rebuilt
+  -- once it holds more than 80 bytes a posting (a rebuilt one holds about 69) and at least ten a
+  -- `min_rows` layer's memory (its statistics, as vacuum or analyze left them), or the invalid copy a
+  -- failed rebuild left dropped.
+  select format('drop index concurrently if exists public.%I', c.relname) into postings_statement
+  from pg_catalog.pg_class c join pg_catalog.pg_index i on i.indexrelid = c.oid
+  where c.relnamespace = 'public'::regnamespace and c.relname like 'memory\_postings\_impact\_idx\_ccnew%'
+    and not i.indisvalid
+  limit 1;
+  if postings_statement is null and exists (
+       select from pg_catalog.pg_class c
+       where c.oid = to_regclass('public.memory_postings_impact_idx') and c.reltuples >= 10 * min_rows
+         and pg_catalog.pg_relation_size(c.oid) > 80 * c.reltuples) then
+    postings_statement := 'reindex index concurrently public.memory_postings_impact_idx';
+  end if;
+  if postings_statement is not null then
+    if postings_statement is distinct from job_command then
+      perform cron.schedule(job_name, '* * * * *', postings_statement);
+    end if;
+    return 1;
   end if;
   if job_id is not null then
     perform cron.unschedule(job_id);

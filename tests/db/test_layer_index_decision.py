@@ -303,3 +303,70 @@ def test_autovacuum_notices_a_small_import_into_a_large_table(conn):
             "autovacuum_vacuum_insert_scale_factor=0.01",
             "autovacuum_analyze_scale_factor=0.01",
         }, f"{table} keeps PostgreSQL's 20% thresholds"
+
+
+def postings_command(conn: psycopg.Connection) -> str | None:
+    row = conn.execute("select command from cron.job where jobname = %s", (JOB,)).fetchone()
+    return row[0] if row else None
+
+
+def bloated_postings(conn: psycopg.Connection) -> None:
+    """ROWS memories of 40 random words each, their postings written in memory order, then analysed."""
+    project = conn.execute("insert into public.projects (name) values ('postings') returning id").fetchone()[0]
+    author = conn.execute("select id from auth.users where email = 'decider@layers.test'").fetchone()[0]
+    conn.execute(
+        f"""insert into public.memories (author_id, scope, project_id, kind, title, body)
+            select %(author)s, 'project', %(project)s, 'decision', 'Note ' || i,
+                   (select string_agg('word' || (random() * 5000)::int, ' ') from generate_series(1, 40) w
+                    where i > 0)
+            from generate_series(1, {ROWS}) i""",
+        {"author": author, "project": project},
+    )
+    conn.execute("vacuum analyze public.memory_postings")
+
+
+def test_the_postings_index_filled_in_memory_order_is_rebuilt_once_then_left(conn):
+    bloated_postings(conn)
+    size, tuples = conn.execute(
+        "select pg_relation_size(oid), reltuples from pg_class "
+        "where oid = 'public.memory_postings_impact_idx'::regclass"
+    ).fetchone()
+    assert tuples >= 10 * THRESHOLD and size > 80 * tuples, f"the import left {size / tuples:.1f} bytes a posting"
+    assert decide(conn) == 1, "a bloated postings index is work for the build job"
+    assert postings_command(conn) == "reindex index concurrently public.memory_postings_impact_idx", (
+        "the job's command rebuilds the postings' impact index"
+    )
+    conn.execute("reindex index concurrently public.memory_postings_impact_idx")
+    conn.execute("vacuum analyze public.memory_postings")
+    after = conn.execute("select pg_relation_size('public.memory_postings_impact_idx'::regclass)").fetchone()[0]
+    assert after < size, f"the rebuild shrank the index ({size} -> {after} bytes)"
+    assert decide(conn) == 0 and postings_command(conn) is None, "a rebuilt index is left alone and the job ends"
+
+
+def test_the_invalid_copy_of_a_failed_rebuild_is_dropped(conn):
+    conn.execute(
+        "create index memory_postings_impact_idx_ccnew on public.memory_postings (layer_id, lexeme, impact desc)"
+    )
+    conn.execute(
+        "update pg_index set indisvalid = false where indexrelid = 'public.memory_postings_impact_idx_ccnew'::regclass"
+    )
+    conn.execute("insert into public.projects (name) values ('written')")
+    new_layer(conn)
+    try:
+        assert decide(conn) == 1, "an invalid leftover of a rebuild is work for the build job"
+        assert postings_command(conn) == "drop index concurrently if exists public.memory_postings_impact_idx_ccnew", (
+            "the job's command drops the failed rebuild's invalid copy"
+        )
+    finally:
+        conn.execute("drop index if exists public.memory_postings_impact_idx_ccnew")
+
+
+def test_a_rebuild_in_flight_is_not_queued_again(conn, own):
+    """While the job's run rebuilds the postings' index, its command turns into a no-op, so the run pg_cron
+    queued behind it does not rebuild the index a second time."""
+    rebuild = "reindex index concurrently public.memory_postings_impact_idx"
+    with psycopg.connect(own.url(), autocommit=True) as run, conn.transaction(force_rollback=True):
+        conn.execute("select cron.schedule(%s, '* * * * *', %s)", (JOB, rebuild))
+        run_logged(conn, run.info.backend_pid)
+        assert decide(conn) == 0, "a rebuild in flight is not more work"
+        assert postings_command(conn) == "select 1", "the queued run would rebuild the index again"
