@@ -3,7 +3,8 @@ report with the issue's goals beside it.
 
 The measurement is the pages bench's (`pages.run_to_fast_recall`: the import's own writes with every vector,
 pg_cron's one-minute index decision and autovacuum on, the member's recalls measured every minute from the
-import's end until the large layer's HNSW indexes are valid and autovacuum has visited both tables). This
+import's end until the large layer's HNSW indexes are valid, autovacuum has visited both tables and the
+build job has nothing left). This
 module only names the run, reads the goals off its figures and renders them. Fast recall is timed by
 pg_cron's run log, not by the minute polls: the later of the two HNSW builds' ends, after the import's end.
 """
@@ -127,8 +128,9 @@ def render(figures: dict) -> str:
         "memories written the import's way (`zm_roi.importer.insert_memories`, then each row's two offline vectors "
         "as the import writes them), on a throwaway cluster with pg_cron's index decision and autovacuum on; from "
         f"the import's end the member's recalls are measured every {pages.POLL_SECONDS} s (buffers from EXPLAIN "
-        "(ANALYZE, BUFFERS), as the member) until both HNSW indexes are valid and autovacuum has visited both "
-        f"tables, or {TIMEOUT_MINUTES} minutes pass. The builds' times are pg_cron's run log's. How: "
+        "(ANALYZE, BUFFERS), as the member) until both HNSW indexes are valid, autovacuum has visited both "
+        "tables and the build job has nothing left (it rebuilds the postings' impact index last), or "
+        f"{TIMEOUT_MINUTES} minutes pass; the bytes are read then. The builds' times are pg_cron's run log's. How: "
         "[zm_roi_bench/fast_recall.py](../zm_roi_bench/fast_recall.py), [pages.py](../zm_roi_bench/pages.py).",
         "",
         *compare.machine_table(m, figures["load_average_at_import_end"], figures["server"]),

@@ -343,8 +343,9 @@ def run_to_fast_recall(
     one-minute index decision is switched on (the bench's cluster starts with every job paused), then the
     layers are written the import's way with autovacuum on (a build may start while they are written, as
     it would for a user), and from the import's end every POLL_SECONDS the member's recalls are measured
-    and the indexes' states read, until every large layer's indexes are valid and autovacuum has visited
-    both tables, or `timeout_minutes` pass. The import's own seconds are recorded beside, and at the end
+    and the indexes' states read, until every large layer's indexes are valid, autovacuum has visited
+    both tables and the build job has nothing left (the postings' impact index rebuilt), or
+    `timeout_minutes` pass. The import's own seconds are recorded beside, and at the end
     the bytes per memory (footprint.py: every layer's rows, the large layer's HNSW indexes included)."""
     memories, vectors_of, questions = corpus(adr_corpus, seed, vectors, say)
     os.environ["ZM_EMBEDDING_MODEL"] = "none"
@@ -375,8 +376,12 @@ def run_to_fast_recall(
                 f"{point['seconds']} s: {point['indexes']} hybrid buffers "
                 f"{ {size: f['hybrid']['buffers_p50'] for size, f in point['layers'].items()} }"
             )
-            settled = all(state == "valid" for state in point["indexes"].values()) and vacuumed_since(
-                before, point["vacuum"]
+            point["build_job_scheduled"] = conn.execute(bench_query("pages_build_job_scheduled")).fetchone()[0]
+            conn.commit()
+            settled = (
+                all(state == "valid" for state in point["indexes"].values())
+                and vacuumed_since(before, point["vacuum"])
+                and not point["build_job_scheduled"]
             )
             if settled or point["seconds"] > timeout_minutes * 60:
                 break

@@ -561,10 +561,17 @@ update cron.job set active = true where jobname = 'zm-roi-layer-indexes';
 select index_name, state from roi.layer_vector_indexes();
 
 -- The index builds' jobs are unscheduled once done; their runs stay in job_run_details under the job id.
+-- The build job's last statement may rebuild the postings' impact index (docs/decisions/0036).
 -- name: pages_index_build_runs
-select substring(d.command from 'hnsw_[0-9a-f]+_[a-z_]+'), d.start_time, d.end_time, d.status, d.return_message
-from cron.job_run_details d where d.command like 'create index concurrently%%' or d.command like 'drop index%%'
+select coalesce(substring(d.command from 'hnsw_[0-9a-f]+_[a-z_]+'), substring(d.command from 'memory_postings_impact_idx')),
+       d.start_time, d.end_time, d.status, d.return_message
+from cron.job_run_details d
+where d.command like 'create index concurrently%%' or d.command like 'drop index%%' or d.command like 'reindex%%'
 order by d.start_time;
+
+-- Whether the build job still has a statement to run (it is unscheduled once nothing is left).
+-- name: pages_build_job_scheduled
+select exists (select from cron.job where jobname = 'zm-roi-layer-index-build');
 
 -- name: pages_vacuum_stats
 select relname, autovacuum_count, n_dead_tup, n_ins_since_vacuum from pg_stat_user_tables
