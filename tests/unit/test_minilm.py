@@ -114,3 +114,33 @@ def test_an_int8_graph_other_than_the_pinned_one_is_refused(monkeypatch):
     monkeypatch.setattr(embeddings, "MINILM_INT8_GRAPH_SHA256", "0" * 64)
     with pytest.raises(UserError, match=r"int8 graph .* not the pinned 0{64} \(reinstall onnx"):
         embeddings._MiniLM(*embeddings.minilm_files())
+
+
+def test_every_thread_s_offline_embedding_runs_on_the_models_own_thread(monkeypatch):
+    """Eight threads asking at once (the worker's lanes) are served by one thread, and each gets its own
+    texts' vectors. (Fails with `embed` calling the models in the asking thread: eight thread names.)"""
+    import threading
+
+    ran_on: set[str] = set()
+    real = embeddings._MiniLM.embed
+
+    def spied(self, texts):
+        ran_on.add(threading.current_thread().name)
+        return real(self, texts)
+
+    monkeypatch.setattr(embeddings._MiniLM, "embed", spied)
+    texts = [f"lane {n} pins the SDK to release {n}" for n in range(8)]
+    alone = [embeddings.embed([t], as_query=True, model=embeddings.MINILM_MODEL).vectors[0] for t in texts]
+    ran_on.clear()
+    results: dict[int, list[float]] = {}
+
+    def lane(n: int) -> None:
+        results[n] = embeddings.embed([texts[n]], as_query=True, model=embeddings.MINILM_MODEL).vectors[0]
+
+    lanes = [threading.Thread(target=lane, args=(n,)) for n in range(8)]
+    for t in lanes:
+        t.start()
+    for t in lanes:
+        t.join()
+    assert len(ran_on) == 1 and next(iter(ran_on)).startswith("zm-roi-embed")
+    assert all(numpy.allclose(results[n], alone[n], atol=1e-6) for n in range(8))
