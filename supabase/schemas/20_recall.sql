@@ -54,8 +54,9 @@
 --      entry of a 100,000-row real-text layer cost 33 ms, so the lexical leg reads an impact-ordered
 --      inverted index instead (public.memory_postings): per question lexeme and caller layer the
 --      1,500 postings of highest impact, by `=` (leakproof, so its b-tree serves a caller under RLS),
---      then, where a list was cut, the 500 best candidates by summed impact ranked exactly by ts_rank
---      on the memory; where none was (always so below 1,500 rows a layer), the summed impacts are
+--      then, where a list was cut, the best candidates by summed impact (500 for recall_lexical, 300
+--      for the hybrid, whose lexical leg is one vote of a fusion: docs/decisions/0038) ranked exactly
+--      by ts_rank on the memory; where none was (always so below 1,500 rows a layer), the summed impacts are
 --      ts_rank's order and only the top few are read again (on the synthetic corpus's small layers
 --      the 500 re-reads cost a pinned recall ~0.45 ms, +20% against the covering index). ts_rank
 --      ranks the templated questions as well as ts_rank_cd or better at ~1/10 the CPU (public ADR
@@ -171,22 +172,22 @@ $$;
 -- ts_rank is the sum of the matched lexemes' impacts over their number: where no posting list was
 -- cut, the summed impacts are ts_rank's order and only the memories within rounding of the depth-th
 -- (ties included) are read by primary key and ranked again; where one was, the best `pool` by summed
--- impact are. Either way under the memories' own policy and the pin. No text: the recalls read the
--- text of the rows they return.
+-- impact are, each costing ~4 shared buffers (its primary key's pages and its heap page): the caller
+-- chooses how many, since an answer needs a closer ranking than one vote of a fusion. Either way under
+-- the memories' own policy and the pin. No text: the recalls read the text of the rows they return.
 create function roi.recall_lexical_leg(query text, pin_project uuid, pin_team uuid, personal_only boolean,
-  depth integer)
+  depth integer, pool integer)
   returns table (memory_id uuid, created_at timestamptz, score real)
   language plpgsql stable security invoker set search_path = '' set plan_cache_mode = force_generic_plan
   set jit = off
 as $$
 declare
   -- Candidates: the per_term postings of highest impact of each question lexeme in each layer read,
-  -- and where a list was cut the `pool` memories of highest summed impact, re-ranked exactly by
-  -- ts_rank (docs/decisions/0007-impact-ordered-postings.md: the frontier of cost against the exact
-  -- ranking; docs/decisions/0012-large-layers-get-hnsw-indexes.md: 1,500 rather than 2,000 reaches
-  -- 10 ms at 100,000 rows for 0.7 of the exact top 10).
+  -- and where a list was cut the `pool` memories of highest summed impact (the caller's argument),
+  -- re-ranked exactly by ts_rank (docs/decisions/0007-impact-ordered-postings.md: the frontier of cost
+  -- against the exact ranking; docs/decisions/0012-large-layers-get-hnsw-indexes.md: 1,500 rather
+  -- than 2,000 reaches 10 ms at 100,000 rows for 0.7 of the exact top 10).
   per_term constant integer := 1500;
-  pool constant integer := 500;
   -- Summed impacts within this factor of the depth-th are ranked again: float rounding, and ties.
   within_rounding constant real := 0.9999;
   tsq tsquery := public.recall_query(coalesce(query, ''));
@@ -419,6 +420,10 @@ create function public.recall_lexical(
   set jit = off
 as $$
 declare
+  -- Where a posting list was cut, the lexical leg's candidates re-ranked exactly: this recall's ranking
+  -- is the answer, so it keeps the pool chosen for the exact top 10 (docs/decisions/0007; at 100,000
+  -- real-text rows 300 lose a paraphrased source from its top 10: docs/decisions/0038).
+  pool constant integer := 500;
   wanted integer := greatest(least(coalesce(match_count, 10), 100), 0);
   tsq tsquery;
 begin
@@ -436,7 +441,8 @@ begin
   return query
     with best as (
       select b.memory_id, b.created_at, b.score
-      from roi.recall_lexical_leg(query, recall_lexical.project_id, recall_lexical.team_id, personal_only, wanted) b
+      from roi.recall_lexical_leg(query, recall_lexical.project_id, recall_lexical.team_id, personal_only, wanted,
+                                  pool) b
     )
     -- `= any (array(…))`: the text of the chosen rows by primary key, never a join planned over the table.
     select m.id, m.kind, m.scope, m.title, m.body, b.score
@@ -451,7 +457,7 @@ $$;
 -- extension of the contract): the first model's (`embedding`) and MiniLM's (`embedding_minilm`).
 -- Without an embedding, or for a caller with no identity and no pin (maintenance: exact distances over
 -- a whole corpus are not a read path), it is the lexical recall. With one or both, the lexical leg
--- (roi.recall_lexical_leg, its best 2 × match_count) plus a semantic leg per embedding given (a leg
+-- (roi.recall_lexical_leg, its best 2 × match_count from a smaller pool than recall_lexical's) plus a semantic leg per embedding given (a leg
 -- whose embedding is null is left out, so a deployment with one hosted model fuses two legs), over
 -- the layers the lexical leg reads (roi.recall_layers): the semantic legs (roi.recall_semantic_leg,
 -- `minilm` on the second column) rank the embedded memories by exact cosine distance, after a first
@@ -482,6 +488,11 @@ declare
   lexical_weight constant real := 1.0;
   semantic_weight constant real := 1.25;
   minilm_weight constant real := 1.25;
+  -- Where a posting list was cut, the lexical leg's candidates re-ranked exactly (~4 shared buffers each):
+  -- fewer than recall_lexical's 500, since its best 2 × match_count are one vote of the fusion, not the
+  -- answer. At 100,000 real-text rows 300 keep the fused hit@1, hit@10 and MRR of both question sets
+  -- for ~800 fewer buffers a recall; 200 lose a paraphrased source (docs/decisions/0038).
+  lexical_pool constant integer := 300;
   caller uuid := auth.uid();
   wanted integer := greatest(least(coalesce(match_count, 10), 100), 0);
 begin
@@ -495,7 +506,8 @@ begin
     with lexical as (
       select x.memory_id as id, x.created_at,
              row_number() over (order by x.score desc, x.created_at desc, x.memory_id) as rank
-      from roi.recall_lexical_leg(query, recall.project_id, recall.team_id, personal_only, wanted * 2) x
+      from roi.recall_lexical_leg(query, recall.project_id, recall.team_id, personal_only, wanted * 2,
+                                  lexical_pool) x
     ), semantic as (
       select s.memory_id as id, s.created_at,
              row_number() over (order by s.distance, s.created_at desc, s.memory_id) as rank
@@ -537,12 +549,12 @@ $$;
 revoke execute on function roi.lexical_weights() from public;
 grant execute on function roi.lexical_weights() to authenticated, service_role;
 revoke execute on function public.recall_query(text), roi.recall_layers(uuid, uuid, boolean),
-  roi.recall_lexical_leg(text, uuid, uuid, boolean, integer), public.recall_lexical(text, uuid, uuid, integer, boolean),
+  roi.recall_lexical_leg(text, uuid, uuid, boolean, integer, integer), public.recall_lexical(text, uuid, uuid, integer, boolean),
   roi.layer_has_hnsw(uuid, text),
   roi.recall_semantic_leg(text, extensions.vector, uuid, uuid, boolean, integer),
   public.recall(text, uuid, uuid, integer, boolean, extensions.vector, extensions.vector) from public, anon;
 grant execute on function public.recall_query(text), roi.recall_layers(uuid, uuid, boolean),
-  roi.recall_lexical_leg(text, uuid, uuid, boolean, integer), public.recall_lexical(text, uuid, uuid, integer, boolean),
+  roi.recall_lexical_leg(text, uuid, uuid, boolean, integer, integer), public.recall_lexical(text, uuid, uuid, integer, boolean),
   roi.layer_has_hnsw(uuid, text),
   roi.recall_semantic_leg(text, extensions.vector, uuid, uuid, boolean, integer),
   public.recall(text, uuid, uuid, integer, boolean, extensions.vector, extensions.vector) to authenticated;

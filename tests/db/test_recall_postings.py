@@ -132,5 +132,5 @@ def test_a_pin_on_someone_elses_project_resolves_to_no_layer(conn, email):
     layers = "select projects, teams from roi.recall_layers(%s, null, false)"
     assert conn.execute(layers, (theirs,)).fetchone() == ([], [])
     assert conn.execute(layers, (mine,)).fetchone() == ([mine], [])
-    leg = "select count(*) from roi.recall_lexical_leg('theirs', %s, null, false, 10)"
+    leg = "select count(*) from roi.recall_lexical_leg('theirs', %s, null, false, 10, 500)"
     assert conn.execute(leg, (theirs,)).fetchone()[0] == 0
