@@ -252,6 +252,7 @@ declare
   bundled boolean := roi.checked_recall_function()
     = 'public.recall(text,uuid,uuid,integer,boolean,extensions.vector,extensions.vector)'::regprocedure;
   snapshots roi.recalls[];
+  surfaced_sources uuid[];
 begin
   select count(*), mode() within group (order by p.question_embedding_model),
          mode() within group (order by p.question_embedding_minilm_model)
@@ -288,41 +289,53 @@ begin
   left_out := concat_ws(' and ',
     case when legs > 0 and question_model is not null and not first_leg then question_model end,
     case when legs > 1 and question_minilm_model is not null and not minilm_leg then question_minilm_model end);
-  select coalesce(array_agg(row(null, x.probe_id, x.owner_id, x.surfaced_ids, x.surfaced, now())::roi.recalls), '{}')
-  into snapshots
-  from (
-    select p.id as probe_id, p.owner_id,
-           coalesce(array_agg(r.memory_id order by r.rank) filter (where r.memory_id is not null), '{}') as surfaced_ids,
-           coalesce(jsonb_agg(jsonb_build_object(
-             'rank', r.rank, 'memory_id', r.memory_id, 'kind', r.kind, 'scope', r.scope,
-             'title', r.title, 'body', r.body, 'score', r.score) order by r.rank)
-             filter (where r.memory_id is not null), '[]') as surfaced
-    from roi.probes p
-    left join lateral (
-      select b.memory_id, b.kind, b.scope, b.title, b.body, b.score, b.rank
-      from public.recall(p.question, p.pin_project_id, p.pin_team_id, 10, p.source_scope = 'personal',
-                         case when first_leg and p.question_embedding_model = question_model
-                              then p.question_embedding end,
-                         case when minilm_leg and p.question_embedding_minilm_model = question_minilm_model
-                              then p.question_embedding_minilm end)
-             with ordinality as b (memory_id, kind, scope, title, body, score, rank)
-      where bundled
-      union all
-      select c.memory_id, c.kind, c.scope, c.title, c.body, c.score, c.rank
-      from roi.configured_recall(p.question, p.pin_project_id, p.pin_team_id, 10, p.source_scope = 'personal',
-                                 case when first_leg and p.question_embedding_model = question_model
-                                      then p.question_embedding end,
-                                 case when minilm_leg and p.question_embedding_minilm_model = question_minilm_model
-                                      then p.question_embedding_minilm end) c
-      where not bundled
-    ) r on true
-    where p.owner_id = (select auth.uid()) and p.state = 'active'
-    group by p.id, p.owner_id
-  ) x;
-  -- What the bundled recall returned is live and visible to the caller (its contract); another
+  -- Two statements, one per kind of recall function, each with a plan of its own (one statement
+  -- for both was planned afresh on every call, ~0.2 ms).
+  if bundled then
+    select coalesce(array_agg(row(null, x.probe_id, x.owner_id, x.surfaced_ids, x.surfaced, now())::roi.recalls), '{}'),
+           coalesce(array_agg(x.memory_id) filter (where x.memory_id = any (x.surfaced_ids)), '{}')
+    into snapshots, surfaced_sources
+    from (
+      select p.id as probe_id, p.owner_id, p.memory_id,
+             coalesce(array_agg(r.memory_id order by r.rank) filter (where r.memory_id is not null), '{}') as surfaced_ids,
+             coalesce(jsonb_agg(jsonb_build_object(
+               'rank', r.rank, 'memory_id', r.memory_id, 'kind', r.kind, 'scope', r.scope,
+               'title', r.title, 'body', r.body, 'score', r.score) order by r.rank)
+               filter (where r.memory_id is not null), '[]') as surfaced
+      from roi.probes p
+      left join lateral public.recall(p.question, p.pin_project_id, p.pin_team_id, 10, p.source_scope = 'personal',
+                           case when first_leg and p.question_embedding_model = question_model
+                                then p.question_embedding end,
+                           case when minilm_leg and p.question_embedding_minilm_model = question_minilm_model
+                                then p.question_embedding_minilm end)
+        with ordinality as r (memory_id, kind, scope, title, body, score, rank) on true
+      where p.owner_id = (select auth.uid()) and p.state = 'active'
+      group by p.id, p.owner_id, p.memory_id
+    ) x;
+  else
+    select coalesce(array_agg(row(null, x.probe_id, x.owner_id, x.surfaced_ids, x.surfaced, now())::roi.recalls), '{}'),
+           coalesce(array_agg(x.memory_id) filter (where x.memory_id = any (x.surfaced_ids)), '{}')
+    into snapshots, surfaced_sources
+    from (
+      select p.id as probe_id, p.owner_id, p.memory_id,
+             coalesce(array_agg(r.memory_id order by r.rank) filter (where r.memory_id is not null), '{}') as surfaced_ids,
+             coalesce(jsonb_agg(jsonb_build_object(
+               'rank', r.rank, 'memory_id', r.memory_id, 'kind', r.kind, 'scope', r.scope,
+               'title', r.title, 'body', r.body, 'score', r.score) order by r.rank)
+               filter (where r.memory_id is not null), '[]') as surfaced
+      from roi.probes p
+      left join lateral roi.configured_recall(p.question, p.pin_project_id, p.pin_team_id, 10, p.source_scope = 'personal',
+                                      case when first_leg and p.question_embedding_model = question_model
+                                           then p.question_embedding end,
+                                      case when minilm_leg and p.question_embedding_minilm_model = question_minilm_model
+                                           then p.question_embedding_minilm end) r on true
+      where p.owner_id = (select auth.uid()) and p.state = 'active'
+      group by p.id, p.owner_id, p.memory_id
+    ) x;
+  end if;
+  -- A source the bundled recall returned is live and visible to the caller (its contract); another
   -- function's results prove nothing, and every source is read.
-  if roi.retire_unreachable_probes(array['active'],
-       case when bundled then array(select i from unnest(snapshots) n, unnest(n.surfaced_ids) i) else '{}' end) > 0 then
+  if roi.retire_unreachable_probes(array['active'], case when bundled then surfaced_sources else '{}' end) > 0 then
     return null;
   end if;
 
@@ -473,14 +486,21 @@ exception when lock_not_available then
 end
 $$;
 
--- The caller's open run (no closure yet), if any.
+-- The caller's open run (no closure yet), if any (its fields null when none). PL/pgSQL, not SQL: a SQL
+-- function with its own search_path is never inlined, and benchmark_memory() would plan its statement
+-- again on every call.
 create function roi.open_run() returns roi.runs
-  language sql stable security invoker set search_path = ''
+  language plpgsql stable security invoker set search_path = ''
 as $$
-  select r.* from roi.pending_runs pr join roi.runs r on r.id = pr.run_id
+declare
+  found_run roi.runs;
+begin
+  select r.* into found_run from roi.pending_runs pr join roi.runs r on r.id = pr.run_id
   where pr.owner_id = (select auth.uid()) and not pr.closed
   order by pr.started_at desc
-  limit 1
+  limit 1;
+  return found_run;
+end
 $$;
 
 -- A run's judge fingerprint: who decided its verdicts. Deterministic runs are judged by the strict
