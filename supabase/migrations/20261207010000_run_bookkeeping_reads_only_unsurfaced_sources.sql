@@ -3,8 +3,8 @@
 -- surface are read again to find a source gone (a surfaced source is reachable by construction);
 -- the pending probes are checked before the run (all of them in LLM mode); the configured recall
 -- function is checked once per run and the bundled one called directly, not through
--- roi.configured_recall() once per probe; the unreachable-source check runs a generic plan and the
--- caller's open run is read by PL/pgSQL, neither planned again on every call.
+-- roi.configured_recall() once per probe; the caller's open run is read by PL/pgSQL and the run's
+-- recalls are two statements, one per kind of recall function, neither planned again on every call.
 
 -- ============================================================================================
 -- Functions
@@ -18,11 +18,11 @@ drop function roi.retire_unreachable_probes();
 -- returned to the caller, visible and live by construction, so that only the run's probes whose
 -- source did not surface cost a read of memories through their read policy. Upkeep checks every
 -- pending and active probe; benchmark_memory() the pending ones before a run (all of them in LLM
--- mode), the run its own after their recalls. A generic plan: with the two arrays as parameters the
--- plan cache never stops planning it afresh, ~0.3 ms a call, for a plan that never changes.
+-- mode), the run its own after their recalls. Planned for each call's arrays (~0.3 ms): the generic
+-- plan, forced, made a benchmark call ~3 ms slower.
 create function roi.retire_unreachable_probes(states text[] default array['pending', 'active'],
   reachable uuid[] default '{}') returns integer
-  language plpgsql volatile security invoker set search_path = '' set plan_cache_mode = force_generic_plan
+  language plpgsql volatile security invoker set search_path = ''
 as $$
 declare
   retired integer;

@@ -56,11 +56,11 @@ $$;
 -- returned to the caller, visible and live by construction, so that only the run's probes whose
 -- source did not surface cost a read of memories through their read policy. Upkeep checks every
 -- pending and active probe; benchmark_memory() the pending ones before a run (all of them in LLM
--- mode), the run its own after their recalls. A generic plan: with the two arrays as parameters the
--- plan cache never stops planning it afresh, ~0.3 ms a call, for a plan that never changes.
+-- mode), the run its own after their recalls. Planned for each call's arrays (~0.3 ms): the generic
+-- plan, forced, made a benchmark call ~3 ms slower.
 create function roi.retire_unreachable_probes(states text[] default array['pending', 'active'],
   reachable uuid[] default '{}') returns integer
-  language plpgsql volatile security invoker set search_path = '' set plan_cache_mode = force_generic_plan
+  language plpgsql volatile security invoker set search_path = ''
 as $$
 declare
   retired integer;
