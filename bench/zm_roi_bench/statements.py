@@ -2,8 +2,10 @@
 goes, statement by statement. On the bench corpus, 20 owners' full pools are benchmarked `rounds` times
 each (deterministic mode, as `make bench` measures them) with pg_stat_statements tracking nested
 statements; the report lists each statement's time per call, and the recalls inside beside the run's
-bookkeeping. pg_stat_statements adds a cost of its own to every statement it tracks, small ones most:
-read the shares and the ranking, not the milliseconds. Report: bench/results/<date>-statements-<size>.md
+bookkeeping (the recalls' time is public.recall's own, from pg_stat_user_functions: a run calls the
+bundled recall straight from the statement that snapshots it). pg_stat_statements adds a cost of its
+own to every statement it tracks, small ones most: read the shares and the ranking, not the
+milliseconds. Report: bench/results/<date>-statements-<size>.md
 (+ .json)."""
 
 from __future__ import annotations
@@ -26,12 +28,18 @@ from zm_roi_bench import DEFAULT_SEED, SIZES, corpus, report
 from zm_roi_bench.cluster import machine, throwaway_cluster
 from zm_roi_bench.sql import bench_query
 
-TRACKING = {"shared_preload_libraries": "'pg_cron,pg_stat_statements'", "pg_stat_statements.track": "all"}
+TRACKING = {
+    "shared_preload_libraries": "'pg_cron,pg_stat_statements'",
+    "pg_stat_statements.track": "all",
+    "track_functions": "'pl'",
+}
 OWNERS = 20
 # The bench's call (queries.sql, benchmark_memory) as pg_stat_statements records it.
 ENTRY = "select public.benchmark_memory()"
-# The statement inside roi.configured_recall that calls the bundled recall: the recalls' own time.
+# The statement inside roi.configured_recall that calls the bundled recall: the recalls' own time when
+# no function statistics are given (a run calls the bundled recall directly; `zm-roi recall` through it).
 RECALLS = "from public.recall(question"
+BUNDLED_RECALL = "public.recall(text,uuid,uuid,integer,boolean,extensions.vector,extensions.vector)"
 
 
 def profile(url: str, seed: int, rounds: int) -> dict:
@@ -50,13 +58,21 @@ def profile(url: str, seed: int, rounds: int) -> dict:
         for owner in owners * 2:  # the first call fills the pool; the second has a run to rotate after
             call(owner)
         conn.execute("select extensions.pg_stat_statements_reset()")
+        conn.execute("select pg_stat_reset_single_function_counters(%s::regprocedure)", (BUNDLED_RECALL,))
         conn.commit()
         client_ms = [call(owner) for _ in range(rounds) for owner in owners]
-        return summarize(conn.execute(bench_query("statements_by_time")).fetchall(), client_ms)
+        statements = conn.execute(bench_query("statements_by_time")).fetchall()
+    # A backend flushes its function statistics when it ends: read them from the next connection.
+    with psycopg.connect(url, row_factory=dict_row) as conn:
+        row = conn.execute(
+            "select total_time from pg_stat_user_functions where funcid = %s::regprocedure", (BUNDLED_RECALL,)
+        ).fetchone()
+    return summarize(statements, client_ms, None if row is None else row["total_time"])
 
 
-def summarize(statements: list[dict], client_ms: list[float]) -> dict:
-    """Each statement's time per benchmark_memory() call, and the call split into recalls and bookkeeping."""
+def summarize(statements: list[dict], client_ms: list[float], recall_total_ms: float | None = None) -> dict:
+    """Each statement's time per benchmark_memory() call, and the call split into recalls and bookkeeping.
+    `recall_total_ms`: public.recall's total time from pg_stat_user_functions, when tracked."""
     calls = len(client_ms)
     rows = [
         {
@@ -69,7 +85,11 @@ def summarize(statements: list[dict], client_ms: list[float]) -> dict:
         for s in statements
     ]
     total = sum(s["total_ms"] for s in statements if s["query"].strip() == ENTRY)
-    recalls = sum(s["total_ms"] for s in statements if RECALLS in s["query"])
+    recalls = (
+        recall_total_ms
+        if recall_total_ms is not None
+        else sum(s["total_ms"] for s in statements if RECALLS in s["query"])
+    )
     return {
         "calls": calls,
         "client_p50_ms": round(statistics.median(client_ms), 2),

@@ -14,7 +14,7 @@
 -- current: 21_recall_postings.sql). public.recall is hybrid (lexical + semantic, fused by
 -- reciprocal rank); public.recall_lexical is its lexical leg alone, and a recall a deployment can
 -- configure to compare against (which recall the benchmark calls: roi.configured_recall,
--- 50_roi_runs.sql). Both read the lexical leg and the caller's layers through the same two steps,
+-- 45_roi_recall_function.sql). Both read the lexical leg and the caller's layers through the same two steps,
 -- roi.recall_lexical_leg and roi.recall_layers.
 --
 -- Why it reads the way it does (each choice measured by `make bench`, docs/decisions/):

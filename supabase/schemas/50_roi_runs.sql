@@ -5,12 +5,12 @@
 --
 -- The ROI benchmark's runs, starting with the one entry point agents call, public.benchmark_memory().
 -- Then the one writer of verdicts, closing a run (every verdict in, overdue, or left without a judge),
--- which recall function the benchmark calls and with what arguments, roi.start_run (the recall of every
--- active probe as the caller, snapshotted, then its verdicts or its judgments and checks of the judge
--- queued), the text-free recall outcomes it copies from each snapshot, the advisory lock keys that
--- serialise an owner and a run, and who judged a run. Cut here because this is "how a run starts and
--- how its verdicts are recorded"; the pool it draws on is 40_roi_pool.sql, what clients read of runs
--- 61_roi_views.sql, the worker's side of LLM runs 70_roi_queue.sql and 71_roi_worker_verbs.sql.
+-- roi.start_run (the recall of every active probe as the caller, snapshotted, then its verdicts or its
+-- judgments and checks of the judge queued), the text-free recall outcomes it copies from each
+-- snapshot, the advisory lock keys that serialise an owner and a run, and who judged a run. Cut here
+-- because this is "how a run starts and how its verdicts are recorded"; the pool it draws on is
+-- 40_roi_pool.sql, which recall function it calls 45_roi_recall_function.sql, what clients read of
+-- runs 61_roi_views.sql, the worker's side of LLM runs 70_roi_queue.sql and 71_roi_worker_verbs.sql.
 
 -- ============================================================================================
 -- Functions
@@ -66,22 +66,31 @@ begin
   end if;
 
   select * into config from roi.settings;
-  perform roi.retire_unreachable_probes();
+  -- The probes no run of this call recalls are checked for a source gone now; the run's own after
+  -- their recalls (roi.start_run). In LLM mode all of them now: template questions leave the run
+  -- for the writer before it starts.
+  perform roi.retire_unreachable_probes(case when config.extractor = 'llm' then array['pending', 'active']
+                                             else array['pending'] end);
   if config.extractor = 'llm' then
     perform roi.hand_template_questions_to_writer();
   end if;
-  perform roi.top_up_pool();
-  select * into counts from roi.pool_counts();
-
-  if counts.active = 0 and counts.pending = 0 then
-    result := jsonb_build_object('status', 'empty', 'message',
-      'No live decision, gotcha or convention memory is visible to you yet: store some knowledge first.');
-  elsif counts.pending > 0 and counts.active < config.pool_target then
-    result := jsonb_build_object('status', 'generating', 'ready', counts.active,
-                                 'target', counts.active + counts.pending);
-  else
-    result := roi.start_run(config.extractor);
-  end if;
+  -- Again when roi.start_run retired some of the run's probes instead of starting it (a source
+  -- became unreachable): the pool tops up and the run starts with their replacements, as it would
+  -- have had they been retired first.
+  loop
+    perform roi.top_up_pool();
+    select * into counts from roi.pool_counts();
+    if counts.active = 0 and counts.pending = 0 then
+      result := jsonb_build_object('status', 'empty', 'message',
+        'No live decision, gotcha or convention memory is visible to you yet: store some knowledge first.');
+    elsif counts.pending > 0 and counts.active < config.pool_target then
+      result := jsonb_build_object('status', 'generating', 'ready', counts.active,
+                                   'target', counts.active + counts.pending);
+    else
+      result := roi.start_run(config.extractor);
+    end if;
+    exit when result is not null;
+  end loop;
   perform roi.rotate_completed_runs((result ->> 'run_id')::uuid);
   perform roi.close_gate();
   return result;
@@ -208,128 +217,16 @@ as $$
                      and (select s.extractor from roi.settings s) = 'deterministic'), false);
 $$;
 
--- Resolve SCHEMA.NAME to the recall function the benchmark may call, or raise why not, in one line.
--- The contract: SECURITY INVOKER; arguments (text, uuid, uuid, integer, boolean), optionally followed
--- by one or two query embeddings (extensions.vector: the first model's, then MiniLM's); a set whose
--- columns include memory_id, title, body and score, in rank order. When several forms exist, the one
--- that takes the most embeddings is chosen. (A deployment that already has a search function points
--- the benchmark at it.)
-create function roi.resolve_recall_function(name text) returns regprocedure
-  language plpgsql stable security invoker set search_path = ''
-as $$
-declare
-  parts text[];
-  chosen record;
-  base constant text[] := array['text', 'uuid', 'uuid', 'integer', 'boolean'];
-begin
-  begin
-    parts := parse_ident(coalesce(name, ''));
-  exception when others then
-    parts := null;
-  end;
-  if parts is null or cardinality(parts) <> 2 then
-    raise exception 'give the recall function as SCHEMA.NAME (e.g. public.recall), not %', coalesce(name, 'nothing')
-      using errcode = '22023';
-  end if;
-  if not exists (select from pg_catalog.pg_proc p join pg_catalog.pg_namespace s on s.oid = p.pronamespace
-                 where s.nspname = parts[1] and p.proname = parts[2]) then
-    raise exception 'no function %.% in this database', parts[1], parts[2] using errcode = '42883';
-  end if;
-  select c.* into chosen
-  from (
-    select p.oid, p.prosecdef, p.proretset, p.pronargs,
-           array(select t::regtype::text from unnest(p.proargtypes::oid[]) with ordinality u (t, o) order by o)
-             as args,
-           array(select a.n from unnest(p.proargnames, p.proargmodes::text[]) as a (n, m) where a.m in ('t', 'o'))
-             as outputs
-    from pg_catalog.pg_proc p
-    join pg_catalog.pg_namespace s on s.oid = p.pronamespace
-    where s.nspname = parts[1] and p.proname = parts[2]
-  ) c
-  where c.args = base or c.args = base || 'extensions.vector'::text
-     or c.args = base || array['extensions.vector', 'extensions.vector']
-  order by c.pronargs desc
-  limit 1;
-  if not found then
-    raise exception '%.% must take (query text, project_id uuid, team_id uuid, match_count integer, personal_only boolean[, query_embedding extensions.vector[, query_embedding_minilm extensions.vector]])',
-      parts[1], parts[2] using errcode = '42883';
-  end if;
-  if chosen.prosecdef then
-    raise exception '%.% is SECURITY DEFINER: the benchmark only calls SECURITY INVOKER recall, so that every recall runs as the user under RLS',
-      parts[1], parts[2] using errcode = '42501';
-  end if;
-  if not chosen.proretset or not chosen.outputs @> array['memory_id', 'title', 'body', 'score'] then
-    raise exception '%.% must return a table with at least memory_id, title, body and score, best first',
-      parts[1], parts[2] using errcode = '42804';
-  end if;
-  return chosen.oid::regprocedure;
-end
-$$;
-
--- `zm-roi configure --recall-function`: validate, then store. Operators only (no grant).
-create function roi.configure_recall(name text) returns text
-  language plpgsql volatile security invoker set search_path = ''
-as $$
-declare
-  resolved regprocedure := roi.resolve_recall_function(name);
-begin
-  update roi.settings set recall_function = resolved::text;
-  return resolved::text;
-end
-$$;
-
--- One recall through the configured function, as the caller, in its rank order. The function is
--- re-checked on every call (it may have been replaced by a SECURITY DEFINER one since configure) and
--- called dynamically; its rows go through jsonb so that kind and scope may be absent.
-create function roi.configured_recall(question text, pin_project uuid, pin_team uuid, match_count integer,
-  personal_only boolean, question_embedding extensions.vector, question_embedding_minilm extensions.vector)
-  returns table (memory_id uuid, kind text, scope text, title text, body text, score real, rank bigint)
-  language plpgsql stable security invoker set search_path = ''
-as $$
-declare
-  configured text;
-  embeddings smallint;
-  fn regprocedure;
-  target record;
-begin
-  select s.recall_function, s.recall_embeddings into configured, embeddings from roi.settings s;
-  fn := to_regprocedure(configured);
-  if fn is null then
-    raise exception 'the configured recall function % no longer exists: zm-roi configure --recall-function public.recall',
-      configured using errcode = '42883';
-  end if;
-  select s.nspname, p.proname, p.prosecdef into target
-  from pg_catalog.pg_proc p join pg_catalog.pg_namespace s on s.oid = p.pronamespace
-  where p.oid = fn;
-  if target.prosecdef then
-    raise exception 'the configured recall function % is SECURITY DEFINER: refusing to run it', configured
-      using errcode = '42501';
-  end if;
-  if fn = 'public.recall(text,uuid,uuid,integer,boolean,extensions.vector,extensions.vector)'::regprocedure then
-    -- The bundled recall, statically: its plan is cached for the session (dynamic SQL plans every call).
-    return query
-      select r.memory_id, r.kind, r.scope, r.title, r.body, r.score, r.n
-      from public.recall(question, pin_project, pin_team, match_count, personal_only, question_embedding,
-                         question_embedding_minilm)
-        with ordinality as r (memory_id, kind, scope, title, body, score, n)
-      order by r.n;
-    return;
-  end if;
-  return query execute format(
-    'select (f.j ->> ''memory_id'')::uuid, f.j ->> ''kind'', f.j ->> ''scope'', f.j ->> ''title'',
-            f.j ->> ''body'', (f.j ->> ''score'')::real, f.n
-     from (select to_jsonb(r) as j, r.ordinality as n from %I.%I($1, $2, $3, $4, $5%s) with ordinality r) f
-     order by f.n',
-    target.nspname, target.proname, case embeddings when 2 then ', $6, $7' when 1 then ', $6' else '' end)
-  using question, pin_project, pin_team, match_count, personal_only, question_embedding, question_embedding_minilm;
-end
-$$;
-
 -- Recall every active probe as the caller under its pin, through the configured recall, snapshot
 -- what surfaced with its text-free outcome, and either record strict verdicts at once
 -- (deterministic) or queue one judgment per probe and the run's checks of the judge (LLM). The run records which recall produced it and its questions' embedding model. A
 -- deterministic run is judged and closed before this returns, so it is never pending (no
 -- pending_runs row is written only to be deleted); benchmark_memory() rotates after it at once.
+-- The recalls are taken before anything is written: a probe whose source did not surface is then
+-- checked for a source gone (roi.retire_unreachable_probes; one that surfaced is reachable by
+-- construction), and when that retires any, no run starts and this returns null, so that
+-- benchmark_memory() tops the pool up and calls again. The configured recall function is checked
+-- once per run, and the bundled one called directly.
 -- A question vector is compared only with vectors of its own model (issue 33): a semantic leg is left
 -- out of the run (its question vectors passed as null, its model recorded as null, a hint in the
 -- answer says to run `zm-roi embed`) when a live memory the caller can see holds a vector of that leg
@@ -352,6 +249,10 @@ declare
   layers uuid[];
   left_out text;
   judged integer;
+  bundled boolean := roi.checked_recall_function()
+    = 'public.recall(text,uuid,uuid,integer,boolean,extensions.vector,extensions.vector)'::regprocedure;
+  snapshots roi.recalls[];
+  surfaced_sources uuid[];
 begin
   select count(*), mode() within group (order by p.question_embedding_model),
          mode() within group (order by p.question_embedding_minilm_model)
@@ -388,6 +289,56 @@ begin
   left_out := concat_ws(' and ',
     case when legs > 0 and question_model is not null and not first_leg then question_model end,
     case when legs > 1 and question_minilm_model is not null and not minilm_leg then question_minilm_model end);
+  -- Two statements, one per kind of recall function, each with a plan of its own (one statement
+  -- for both was planned afresh on every call, ~0.2 ms).
+  if bundled then
+    select coalesce(array_agg(row(null, x.probe_id, x.owner_id, x.surfaced_ids, x.surfaced, now())::roi.recalls), '{}'),
+           coalesce(array_agg(x.memory_id) filter (where x.memory_id = any (x.surfaced_ids)), '{}')
+    into snapshots, surfaced_sources
+    from (
+      select p.id as probe_id, p.owner_id, p.memory_id,
+             coalesce(array_agg(r.memory_id order by r.rank) filter (where r.memory_id is not null), '{}') as surfaced_ids,
+             coalesce(jsonb_agg(jsonb_build_object(
+               'rank', r.rank, 'memory_id', r.memory_id, 'kind', r.kind, 'scope', r.scope,
+               'title', r.title, 'body', r.body, 'score', r.score) order by r.rank)
+               filter (where r.memory_id is not null), '[]') as surfaced
+      from roi.probes p
+      left join lateral public.recall(p.question, p.pin_project_id, p.pin_team_id, 10, p.source_scope = 'personal',
+                           case when first_leg and p.question_embedding_model = question_model
+                                then p.question_embedding end,
+                           case when minilm_leg and p.question_embedding_minilm_model = question_minilm_model
+                                then p.question_embedding_minilm end)
+        with ordinality as r (memory_id, kind, scope, title, body, score, rank) on true
+      where p.owner_id = (select auth.uid()) and p.state = 'active'
+      group by p.id, p.owner_id, p.memory_id
+    ) x;
+  else
+    select coalesce(array_agg(row(null, x.probe_id, x.owner_id, x.surfaced_ids, x.surfaced, now())::roi.recalls), '{}'),
+           coalesce(array_agg(x.memory_id) filter (where x.memory_id = any (x.surfaced_ids)), '{}')
+    into snapshots, surfaced_sources
+    from (
+      select p.id as probe_id, p.owner_id, p.memory_id,
+             coalesce(array_agg(r.memory_id order by r.rank) filter (where r.memory_id is not null), '{}') as surfaced_ids,
+             coalesce(jsonb_agg(jsonb_build_object(
+               'rank', r.rank, 'memory_id', r.memory_id, 'kind', r.kind, 'scope', r.scope,
+               'title', r.title, 'body', r.body, 'score', r.score) order by r.rank)
+               filter (where r.memory_id is not null), '[]') as surfaced
+      from roi.probes p
+      left join lateral roi.configured_recall(p.question, p.pin_project_id, p.pin_team_id, 10, p.source_scope = 'personal',
+                                      case when first_leg and p.question_embedding_model = question_model
+                                           then p.question_embedding end,
+                                      case when minilm_leg and p.question_embedding_minilm_model = question_minilm_model
+                                           then p.question_embedding_minilm end) r on true
+      where p.owner_id = (select auth.uid()) and p.state = 'active'
+      group by p.id, p.owner_id, p.memory_id
+    ) x;
+  end if;
+  -- A source the bundled recall returned is live and visible to the caller (its contract); another
+  -- function's results prove nothing, and every source is read.
+  if roi.retire_unreachable_probes(array['active'], case when bundled then surfaced_sources else '{}' end) > 0 then
+    return null;
+  end if;
+
   -- clock_timestamp(), not now(): runs started in one transaction still order by when they began.
   insert into roi.runs (owner_id, mode, probe_count, started_at, recall_function, embedding_model,
                         embedding_minilm_model)
@@ -401,21 +352,7 @@ begin
   end if;
 
   insert into roi.recalls (run_id, probe_id, owner_id, surfaced_ids, surfaced)
-  select new_run, p.id, p.owner_id,
-         coalesce(array_agg(r.memory_id order by r.rank) filter (where r.memory_id is not null), '{}'),
-         coalesce(jsonb_agg(jsonb_build_object(
-           'rank', r.rank, 'memory_id', r.memory_id, 'kind', r.kind, 'scope', r.scope,
-           'title', r.title, 'body', r.body, 'score', r.score) order by r.rank)
-           filter (where r.memory_id is not null), '[]')
-  from roi.probes p
-  left join lateral roi.configured_recall(p.question, p.pin_project_id, p.pin_team_id, 10,
-                                          p.source_scope = 'personal',
-                                          case when first_leg and p.question_embedding_model = question_model
-                                               then p.question_embedding end,
-                                          case when minilm_leg and p.question_embedding_minilm_model = question_minilm_model
-                                               then p.question_embedding_minilm end) r on true
-  where p.owner_id = (select auth.uid()) and p.state = 'active'
-  group by p.id, p.owner_id;
+  select new_run, n.probe_id, n.owner_id, n.surfaced_ids, n.surfaced from unnest(snapshots) n;
 
   update roi.probes p set runs_served = p.runs_served + 1
   where p.owner_id = (select auth.uid()) and p.state = 'active';
@@ -549,14 +486,21 @@ exception when lock_not_available then
 end
 $$;
 
--- The caller's open run (no closure yet), if any.
+-- The caller's open run (no closure yet), if any (its fields null when none). PL/pgSQL, not SQL: a SQL
+-- function with its own search_path is never inlined, and benchmark_memory() would plan its statement
+-- again on every call.
 create function roi.open_run() returns roi.runs
-  language sql stable security invoker set search_path = ''
+  language plpgsql stable security invoker set search_path = ''
 as $$
-  select r.* from roi.pending_runs pr join roi.runs r on r.id = pr.run_id
+declare
+  found_run roi.runs;
+begin
+  select r.* into found_run from roi.pending_runs pr join roi.runs r on r.id = pr.run_id
   where pr.owner_id = (select auth.uid()) and not pr.closed
   order by pr.started_at desc
-  limit 1
+  limit 1;
+  return found_run;
+end
 $$;
 
 -- A run's judge fingerprint: who decided its verdicts. Deterministic runs are judged by the strict
@@ -573,20 +517,15 @@ $$;
 -- ============================================================================================
 -- Grants
 -- ============================================================================================
--- roi.configure_recall and roi.resolve_recall_function are granted to no one: `zm-roi configure` runs
--- them as the database owner.
 revoke execute on function public.benchmark_memory() from public, anon;
 grant execute on function public.benchmark_memory() to authenticated;
 revoke execute on function roi.write_verdicts(uuid, uuid, text, boolean, boolean, real, text), roi.record_run_closure(uuid, text, text, text),
   roi.close_run_if_done(uuid), roi.close_overdue_run(uuid), roi.close_run_left_without_judge(uuid),
-  roi.configured_recall(text, uuid, uuid, integer, boolean, extensions.vector, extensions.vector),
   roi.start_run(text), roi.note_recall_outcomes(uuid), roi.queue_judge_checks(uuid), roi.owner_lock_key(uuid),
-  roi.run_lock_key(uuid), roi.wait_for_owner_lock(bigint), roi.open_run(), roi.run_judge_fingerprint(uuid, text),
-  roi.resolve_recall_function(text), roi.configure_recall(text)
+  roi.run_lock_key(uuid), roi.wait_for_owner_lock(bigint), roi.open_run(), roi.run_judge_fingerprint(uuid, text)
   from public;
 grant execute on function roi.write_verdicts(uuid, uuid, text, boolean, boolean, real, text), roi.record_run_closure(uuid, text, text, text),
   roi.close_run_if_done(uuid), roi.close_overdue_run(uuid), roi.close_run_left_without_judge(uuid),
-  roi.configured_recall(text, uuid, uuid, integer, boolean, extensions.vector, extensions.vector),
   roi.start_run(text), roi.note_recall_outcomes(uuid), roi.queue_judge_checks(uuid), roi.owner_lock_key(uuid),
   roi.run_lock_key(uuid), roi.wait_for_owner_lock(bigint), roi.open_run(), roi.run_judge_fingerprint(uuid, text)
   to authenticated;

@@ -428,9 +428,11 @@ def argument_choices(conn, owner: uuid.UUID) -> dict[str, list]:
     lock_key = conn.execute("select roi.owner_lock_key(%s)", (owner,)).fetchone()[0]
     rows = conn.execute("select array_agg(m)::text from public.memories m where author_id = %s", (owner,)).fetchone()[0]
     probes = [row[0] for row in conn.execute("select id from roi.probes where owner_id = %s", (owner,))]
+    sources = [row[0] for row in conn.execute("select memory_id from roi.probes where owner_id = %s", (owner,))]
     return {
         "uuid": ids,
-        "uuid[]": ["{" + ",".join(str(p) for p in probes) + "}"],
+        "uuid[]": ["{" + ",".join(str(p) for p in probes) + "}", "{" + ",".join(str(m) for m in sources) + "}"],
+        "text[]": ["{pending,active}"],
         "real": [0.9],
         "text": ["llm", "decision"],
         "integer": [20],

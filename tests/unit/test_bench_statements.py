@@ -29,6 +29,12 @@ def test_a_call_splits_into_its_recalls_and_the_bookkeeping_around_them():
     assert recall["query"] == "select r.memory_id from public.recall(question, pin_project) with ordinality"
 
 
+def test_the_recalls_time_comes_from_the_function_statistics_when_tracked():
+    results = summarize(_statements(), [100.0] * 4, recall_total_ms=240.0)
+    assert results["recalls_ms"] == 60.0  # public.recall's own 240 ms over 4 calls, not the statement's 280
+    assert results["bookkeeping_ms"] == 40.0
+
+
 def test_the_report_states_the_split_and_escapes_pipes_in_statements():
     results = summarize(_statements(), [100.0] * 4)
     results.update(
