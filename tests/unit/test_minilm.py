@@ -4,6 +4,7 @@ sentence-transformers' recipe for all-MiniLM-L6-v2 (no 128-token padding or trun
 from __future__ import annotations
 
 import shutil
+import tempfile
 
 import numpy
 import pytest
@@ -144,3 +145,19 @@ def test_every_thread_s_offline_embedding_runs_on_the_models_own_thread(monkeypa
         t.join()
     assert len(ran_on) == 1 and next(iter(ran_on)).startswith("zm-roi-embed")
     assert all(numpy.allclose(results[n], alone[n], atol=1e-6) for n in range(8))
+
+
+def test_the_int8_graph_file_is_gone_once_the_session_exists(monkeypatch, tmp_path):
+    """The rewritten graph reaches onnxruntime as a file (decision 0040) that does not outlive the
+    session's creation. (Fails when the temporary folder is not removed.)"""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    model = embeddings._MiniLM(*embeddings.minilm_files())
+    assert len(model.embed(["a file read once"])[0]) == embeddings.DIMENSIONS
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_unwritable_temporary_folder_is_a_user_error(monkeypatch, tmp_path):
+    """No traceback when TMPDIR cannot hold the graph: a UserError naming the folder and the fix."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    with pytest.raises(UserError, match=r"no temporary folder for its int8 graph .*missing.*set TMPDIR"):
+        embeddings._MiniLM(*embeddings.minilm_files())
