@@ -54,6 +54,11 @@ MINILM_MAX_TOKENS = 256
 # Texts a model call runs on, sorted by length first (_MiniLM.embed): 16 measured fastest of 8, 16, 32
 # and 64 on the ADR and demo memories (docs/decisions/0011-minilm-in-groups-of-similar-length.md).
 MINILM_GROUP = 16
+# A call's attention holds group x heads x tokens² floats, and a batch of 64 of the longest memories
+# peaked 340 MB above the session in groups of 16. Longer texts therefore run in smaller groups, within
+# the attention of 16 texts of 128 tokens: 4 texts of 256 tokens, 10 of the ADR corpus's longest (160)
+# (decision 0041).
+MINILM_GROUP_ATTENTION = MINILM_GROUP * 128 * 128
 _minilm_lock = threading.Lock()
 _minilm: _MiniLM | None = None
 
@@ -183,14 +188,12 @@ class _MiniLM:
             self.session = onnxruntime.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """The texts' vectors, in their order. The model runs on groups of MINILM_GROUP texts of similar
-        length, each padded to its own longest: one batch of 64 padded to its longest spends about a
-        third of its time on padding (ADR and demo memories: 20.2 against 30.8 memories a CPU second)."""
+        """The texts' vectors, in their order. The model runs on groups of similar length, each padded to
+        its own longest: one batch of 64 padded to its longest spends about a third of its time on
+        padding (ADR and demo memories: 20.2 against 30.8 memories a CPU second)."""
         encoded = self.tokenizer.encode_batch(list(texts))
-        by_length = sorted(range(len(encoded)), key=lambda i: len(encoded[i].ids))
         vectors: list[list[float]] = [[] for _ in encoded]
-        for start in range(0, len(by_length), MINILM_GROUP):
-            group = by_length[start : start + MINILM_GROUP]
+        for group in _groups([len(e.ids) for e in encoded]):
             for i, vector in zip(group, self._run([encoded[i] for i in group]), strict=True):
                 vectors[i] = vector
         return vectors
@@ -210,6 +213,19 @@ class _MiniLM:
         pooled = (hidden * weights).sum(axis=1) / numpy.clip(weights.sum(axis=1), 1e-9, None)
         pooled /= numpy.clip(numpy.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
         return pooled.astype(float).tolist()
+
+
+def _groups(lengths: Sequence[int]) -> list[list[int]]:
+    """The texts' indexes, shortest first, cut into groups of at most MINILM_GROUP whose attention
+    (texts x longest²) stays within MINILM_GROUP_ATTENTION; a text longer than that runs alone."""
+    groups: list[list[int]] = []
+    group: list[int] = []
+    for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
+        if group and (len(group) == MINILM_GROUP or (len(group) + 1) * lengths[i] ** 2 > MINILM_GROUP_ATTENTION):
+            groups.append(group)
+            group = []
+        group.append(i)
+    return groups + [group] if group else groups
 
 
 def _int8_graph(model: bytes) -> bytes:
