@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -53,6 +54,11 @@ MINILM_MAX_TOKENS = 256
 # Texts a model call runs on, sorted by length first (_MiniLM.embed): 16 measured fastest of 8, 16, 32
 # and 64 on the ADR and demo memories (docs/decisions/0011-minilm-in-groups-of-similar-length.md).
 MINILM_GROUP = 16
+# A call's attention holds group x heads x tokens² floats, and a batch of 64 of the longest memories
+# peaked 340 MB above the session in groups of 16. Longer texts therefore run in smaller groups, within
+# the attention of 16 texts of 128 tokens: 4 texts of 256 tokens, 10 of the ADR corpus's longest (160)
+# (decision 0041).
+MINILM_GROUP_ATTENTION = MINILM_GROUP * 128 * 128
 _minilm_lock = threading.Lock()
 _minilm: _MiniLM | None = None
 
@@ -153,12 +159,6 @@ class _MiniLM:
         self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
         self.tokenizer.no_padding()  # each group is padded to its own longest (embed)
         self.tokenizer.enable_truncation(MINILM_MAX_TOKENS)
-        graph = _int8_graph_apart(model_path)
-        if (actual := hashlib.sha256(graph).hexdigest()) != MINILM_INT8_GRAPH_SHA256:
-            raise UserError(
-                f"{MINILM_MODEL}: the int8 graph built from {model_path} has sha256 {actual}, not the pinned "
-                f"{MINILM_INT8_GRAPH_SHA256} (reinstall onnx 1.23.2: pip install -e .)"
-            )
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3  # its warnings about unused initialisers are not the user's
         # Without the arena each call frees what it took: with it, eight calls at once grew the session by
@@ -167,17 +167,33 @@ class _MiniLM:
         # Nor a memory pattern: it plans one block per input shape and keeps it, and the worker's lanes
         # ask with many shapes at once (decision 0034). Allocation only: the vectors are the same.
         options.enable_mem_pattern = False
-        self.session = onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+        try:
+            folder = tempfile.TemporaryDirectory(prefix="zm-roi-minilm-")
+        except OSError as exc:
+            raise UserError(
+                f"{MINILM_MODEL}: no temporary folder for its int8 graph ({exc.strerror}: {tempfile.gettempdir()}); "
+                "set TMPDIR to a writable folder"
+            ) from None
+        with folder:
+            graph = Path(folder.name) / "int8.onnx"
+            _write_int8_graph_apart(model_path, graph)
+            if (actual := _sha256(graph)) != MINILM_INT8_GRAPH_SHA256:
+                raise UserError(
+                    f"{MINILM_MODEL}: the int8 graph built from {model_path} has sha256 {actual}, not the pinned "
+                    f"{MINILM_INT8_GRAPH_SHA256} (reinstall onnx 1.23.2: pip install -e .)"
+                )
+            # Read by onnxruntime from the file, not handed over as Python bytes: the worker then never
+            # holds the graph's 23 MB itself (resident after the load 101 against 123 MB, peak while
+            # loading 110 against 143: decision 0040).
+            self.session = onnxruntime.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """The texts' vectors, in their order. The model runs on groups of MINILM_GROUP texts of similar
-        length, each padded to its own longest: one batch of 64 padded to its longest spends about a
-        third of its time on padding (ADR and demo memories: 20.2 against 30.8 memories a CPU second)."""
+        """The texts' vectors, in their order. The model runs on groups of similar length, each padded to
+        its own longest: one batch of 64 padded to its longest spends about a third of its time on
+        padding (ADR and demo memories: 20.2 against 30.8 memories a CPU second)."""
         encoded = self.tokenizer.encode_batch(list(texts))
-        by_length = sorted(range(len(encoded)), key=lambda i: len(encoded[i].ids))
         vectors: list[list[float]] = [[] for _ in encoded]
-        for start in range(0, len(by_length), MINILM_GROUP):
-            group = by_length[start : start + MINILM_GROUP]
+        for group in _groups([len(e.ids) for e in encoded]):
             for i, vector in zip(group, self._run([encoded[i] for i in group]), strict=True):
                 vectors[i] = vector
         return vectors
@@ -197,6 +213,19 @@ class _MiniLM:
         pooled = (hidden * weights).sum(axis=1) / numpy.clip(weights.sum(axis=1), 1e-9, None)
         pooled /= numpy.clip(numpy.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
         return pooled.astype(float).tolist()
+
+
+def _groups(lengths: Sequence[int]) -> list[list[int]]:
+    """The texts' indexes, shortest first, cut into groups of at most MINILM_GROUP whose attention
+    (texts x longest²) stays within MINILM_GROUP_ATTENTION; a text longer than that runs alone."""
+    groups: list[list[int]] = []
+    group: list[int] = []
+    for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
+        if group and (len(group) == MINILM_GROUP or (len(group) + 1) * lengths[i] ** 2 > MINILM_GROUP_ATTENTION):
+            groups.append(group)
+            group = []
+        group.append(i)
+    return groups + [group] if group else groups
 
 
 def _int8_graph(model: bytes) -> bytes:
@@ -279,21 +308,23 @@ def _int8_graph(model: bytes) -> bytes:
     return proto.SerializeToString()
 
 
-def _int8_graph_apart(model_path: Path) -> bytes:
-    """_int8_graph in a child process: `onnx` and the rewrite's transient copies of the graph (about
-    65 MB) then never count against the worker's resident memory; the parent receives only the bytes."""
+def _write_int8_graph_apart(model_path: Path, graph_path: Path) -> None:
+    """_int8_graph in a child process, written to `graph_path`: `onnx`, the shipped file and the
+    rewrite's transient copies of the graph (about 65 MB) then never count against the worker's resident
+    memory."""
     import subprocess
     import sys
 
     code = (
-        "import sys; from zm_roi.embeddings import _int8_graph; "
-        "sys.stdout.buffer.write(_int8_graph(sys.stdin.buffer.read()))"
+        "import sys; from pathlib import Path; from zm_roi.embeddings import _int8_graph; "
+        "Path(sys.argv[2]).write_bytes(_int8_graph(Path(sys.argv[1]).read_bytes()))"
     )
-    done = subprocess.run([sys.executable, "-c", code], input=model_path.read_bytes(), capture_output=True, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(model_path), str(graph_path)], capture_output=True, check=False
+    )
     if done.returncode:
         reason = (done.stderr.decode(errors="replace").strip().splitlines() or ["no output"])[-1][:200]
         raise UserError(f"{MINILM_MODEL}: building its int8 graph failed ({reason}); reinstall: pip install -e .")
-    return done.stdout
 
 
 def minilm_files() -> tuple[Path, Path]:

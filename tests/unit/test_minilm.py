@@ -4,6 +4,7 @@ sentence-transformers' recipe for all-MiniLM-L6-v2 (no 128-token padding or trun
 from __future__ import annotations
 
 import shutil
+import tempfile
 
 import numpy
 import pytest
@@ -61,6 +62,18 @@ def test_a_batch_runs_in_groups_of_similar_length_and_keeps_its_order(monkeypatc
     monkeypatch.setattr(model.session, "run", run)
     alone = numpy.array([model.embed([t])[0] for t in texts])
     assert numpy.allclose(batch, alone, atol=1e-4)
+
+
+def test_longer_texts_run_in_smaller_groups():
+    """Groups are cut at MINILM_GROUP texts or at the attention of 16 texts of 128 tokens, whichever
+    comes first, shortest texts first (decision 0041). Values by hand: 16 x 128² = 262,144; four texts
+    of 256 tokens are 4 x 65,536 = 262,144, a fifth is over; twelve of 147 are 12 x 21,609 = 259,308,
+    a thirteenth is over. (Fails with fixed groups of 16: one group of the nine long texts.)"""
+    assert embeddings._groups([256] * 9) == [[0, 1, 2, 3], [4, 5, 6, 7], [8]]
+    assert embeddings._groups([147] * 13) == [list(range(12)), [12]]
+    assert embeddings._groups([64] * 20) == [list(range(16)), [16, 17, 18, 19]]
+    assert embeddings._groups([300, 10, 256, 12]) == [[1, 3, 2], [0]]
+    assert embeddings._groups([]) == []
 
 
 # Vectors of the shipped graph as onnxruntime ran it before (weights folded into float32), computed
@@ -144,3 +157,19 @@ def test_every_thread_s_offline_embedding_runs_on_the_models_own_thread(monkeypa
         t.join()
     assert len(ran_on) == 1 and next(iter(ran_on)).startswith("zm-roi-embed")
     assert all(numpy.allclose(results[n], alone[n], atol=1e-6) for n in range(8))
+
+
+def test_the_int8_graph_file_is_gone_once_the_session_exists(monkeypatch, tmp_path):
+    """The rewritten graph reaches onnxruntime as a file (decision 0040) that does not outlive the
+    session's creation. (Fails when the temporary folder is not removed.)"""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    model = embeddings._MiniLM(*embeddings.minilm_files())
+    assert len(model.embed(["a file read once"])[0]) == embeddings.DIMENSIONS
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_unwritable_temporary_folder_is_a_user_error(monkeypatch, tmp_path):
+    """No traceback when TMPDIR cannot hold the graph: a UserError naming the folder and the fix."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    with pytest.raises(UserError, match=r"no temporary folder for its int8 graph .*missing.*set TMPDIR"):
+        embeddings._MiniLM(*embeddings.minilm_files())

@@ -3,7 +3,8 @@ writes, moves or removes a file is listed here with the folder it writes in, so 
 this test until someone has looked at where it writes (and tested it). What each listed writer does
 is tested where it runs: the page (`dashboard.write_page`) in tests/e2e/test_cli_inputs.py, the
 demo's page in tests/unit/test_demo_page.py and tests/e2e/test_demo.py, the embedded database's
-folder in tests/e2e/test_localdb.py, the local model server's in tests/model/test_local_model.py.
+folder in tests/e2e/test_localdb.py, the local model server's in tests/model/test_local_model.py,
+MiniLM's temporary graph in tests/unit/test_minilm.py.
 `zm-roi judge-check --record` and every other command write to the database only."""
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ WRITERS = {
     # The page, to the file the user named (--out) or the demo's page in its own folder: a new file
     # beside it, renamed over it (a symlink there is replaced, not followed).
     ("dashboard.py", "write_page"): {"os.open", "os.replace", ".unlink"},
+    # MiniLM's rewritten int8 graph: a private folder under TMPDIR, removed once the session exists
+    # (decision 0040; tests/unit/test_minilm.py). The child process writes the graph into it.
+    ("embeddings.py", "_MiniLM.__init__"): {"tempfile.TemporaryDirectory"},
     # `zm-roi … | head`: stdout to /dev/null once the reader has gone.
     ("cli.py", "main"): {"os.open"},
     # The embedded database: everything inside ZM_DB_HOME (default .zm/db of the checkout).
