@@ -159,8 +159,7 @@ def render(results: dict) -> str:
         f"{results['blocks_favouring_variant']} of {len(results['blocks'])}; the median block difference "
         f"{results['median_block_difference_ms']:+} ms.",
         "",
-        f"Machine: {m['cpu_model']}, {m['cores']} cores, {m['memory_gb']} GB, load at start "
-        f"{m['load_average_at_start']}.",
+        report.machine_line(m),
         "",
     ]
     return "\n".join(lines)
