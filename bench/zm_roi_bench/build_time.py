@@ -60,8 +60,7 @@ def render(results: dict) -> str:
             "",
             f"Head / base at p50: **{ratio:.2f}×**.",
             "",
-            f"Machine: {results['machine']['cpu_model']}, {results['machine']['cores']} cores, "
-            f"{results['machine']['memory_gb']} GB, load at start {results['machine']['load_average_at_start']}.",
+            report.machine_line(results["machine"]),
             "",
         ]
     )

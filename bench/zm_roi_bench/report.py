@@ -580,6 +580,14 @@ def _corpus_table(sizes: list[dict]) -> list[str]:
     return table(["", *(size_name(r["size"]) for r in sizes)], rows)
 
 
+def machine_line(machine: dict) -> str:
+    """The one line a report gives its machine (zm_roi_bench.cluster.machine's figures)."""
+    return (
+        f"Machine: {machine['cpu_model']}, {machine['cores']} cores, {machine['memory_gb']} GB, load at start "
+        f"{machine['load_average_at_start']}."
+    )
+
+
 def write(run: dict, out_dir: Path, render_as: Callable[[dict], str] | None = None) -> tuple[Path, Path]:
     """Write <date>-<label>.md (rendered by `render_as`, this module's `render` unless told) and .json
     into `out_dir`; return both paths."""

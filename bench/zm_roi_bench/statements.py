@@ -119,8 +119,7 @@ def render(results: dict, top: int = 30) -> str:
     m = results["machine"]
     lines += [
         "",
-        f"Machine: {m['cpu_model']}, {m['cores']} cores, {m['memory_gb']} GB, load at start "
-        f"{m['load_average_at_start']}.",
+        report.machine_line(m),
         "",
     ]
     return "\n".join(lines)

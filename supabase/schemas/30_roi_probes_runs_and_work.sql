@@ -26,23 +26,34 @@
 -- ============================================================================================
 -- Functions
 -- ============================================================================================
--- The gate for rows that carry memory text: on only inside benchmark_memory() and upkeep.
+-- The gate for rows that carry memory text: on only inside benchmark_memory() and upkeep. Every
+-- policy on a question-bearing table reads it, once a statement: ~30 times a benchmark call. PL/pgSQL,
+-- not SQL: a SQL function with `set search_path` is never inlined, so each statement parsed and planned
+-- its body again; PL/pgSQL keeps its expression prepared for the session (docs/decisions/0042).
 create function roi.inside_benchmark() returns boolean
-  language sql stable security invoker set search_path = ''
+  language plpgsql stable security invoker set search_path = ''
 as $$
-  select coalesce(current_setting('roi.inside_benchmark', true), '') = 'on'
+begin
+  return coalesce(current_setting('roi.inside_benchmark', true), '') = 'on';
+end
 $$;
 
+-- Opening and closing the gate: once a benchmark call, once an owner in upkeep. PL/pgSQL for the
+-- reason above.
 create function roi.open_gate() returns void
-  language sql volatile security invoker set search_path = ''
+  language plpgsql volatile security invoker set search_path = ''
 as $$
-  select set_config('roi.inside_benchmark', 'on', true);
+begin
+  perform set_config('roi.inside_benchmark', 'on', true);
+end
 $$;
 
 create function roi.close_gate() returns void
-  language sql volatile security invoker set search_path = ''
+  language plpgsql volatile security invoker set search_path = ''
 as $$
-  select set_config('roi.inside_benchmark', '', true);
+begin
+  perform set_config('roi.inside_benchmark', '', true);
+end
 $$;
 
 -- Results are append-only. The one exception is erasing a user: the cascade from auth.users

@@ -4,9 +4,9 @@
 -- One exception, Supabase's own: the claim helpers auth.jwt(), auth.uid() and auth.role() set no
 -- search_path on the platform, so the planner inlines them, and the compat layer defines them alike.
 -- Last, the caller's memberships are planned once per session (docs/decisions/0024): their form is the
--- claim, so it is checked by structure.
+-- claim, so it is checked by structure; and so is every function a policy calls (docs/decisions/0042).
 begin;
-select plan(16);
+select plan(18);
 
 create temporary view project_functions as
   select p.oid, n.nspname, p.proname, p.prosecdef,
@@ -119,6 +119,28 @@ select is(pg_temp.planned_once('public.caller_project_ids()'), true,
   'public.caller_project_ids() is PL/pgSQL, stable, its one statement prepared for the session');
 select is(pg_temp.planned_once('public.caller_team_ids()'), true,
   'public.caller_team_ids() is PL/pgSQL, stable, its one statement prepared for the session');
+
+-- What a policy calls runs in every statement that reads its table (the question gate ~30 times a
+-- benchmark call): never a SQL function with `set search_path`, which is not inlined, so each statement
+-- parsed and planned its body again (docs/decisions/0042). The claim helpers above are inlined.
+create temporary view policy_calls_planned_per_statement as
+  select distinct p.oid::regprocedure::text as called
+  from pg_policy pol
+  join pg_depend d on d.classid = 'pg_policy'::regclass and d.objid = pol.oid
+                  and d.refclassid = 'pg_proc'::regclass
+  join pg_proc p on p.oid = d.refobjid
+  join pg_language l on l.oid = p.prolang
+  where l.lanname = 'sql' and p.proconfig is not null;
+create function public.offending_gate() returns boolean
+  language sql stable security invoker set search_path = '' as 'select true';
+create table public.offending_table (id int);
+create policy "offends" on public.offending_table using ((select public.offending_gate()));
+select is((select count(*)::int from policy_calls_planned_per_statement), 1,
+  '(sensitivity) a policy calling a SQL function with set search_path is caught');
+drop table public.offending_table;
+drop function public.offending_gate();
+select is_empty($$select called from policy_calls_planned_per_statement$$,
+  'no policy calls a SQL function with set search_path (each statement would plan it again)');
 
 select * from finish();
 rollback;
