@@ -107,7 +107,7 @@ def pool_side(rounds: list[dict], drains: dict) -> dict:
 
 def pool_drains(runs: list[dict]) -> dict:
     """The drains of one side and worker count as one figure: the median time over the repeats, with
-    every run's time, what they judged and left, their exit codes and the highest peak memory."""
+    every run's time, what they judged, put off and left, their exit codes and the highest peak memory."""
     times = [run["ms"] for run in runs]
     return {
         "workers": runs[0]["workers"],
@@ -116,9 +116,14 @@ def pool_drains(runs: list[dict]) -> dict:
         "samples": times,
         "judged": min(run["judged"] for run in runs),
         "left_in_queue": max(run["left_in_queue"] for run in runs),
+        "put_off": [rows for run in runs for rows in run.get("put_off", [])],
         "exit_codes": [code for run in runs for code in run["exit_codes"]],
         "peak_rss_mb": max(run["peak_rss_mb"] for run in runs),
     }
+
+
+def _put_off(drained: dict) -> int:
+    return sum(rows["rows"] for rows in drained.get("put_off", []))
 
 
 def _git(root: Path, *args: str) -> str:
@@ -319,8 +324,11 @@ def render(results: dict) -> str:
                     *(", ".join(map(str, s["build_seconds"].values())) for s in (base, head)),
                 ],
                 [
-                    "drains, 1 / 2 / 4 workers: judged (left in the queue)",
-                    *(_per_drain(s, lambda d: f"{d['judged']:,} ({d['left_in_queue']})") for s in (base, head)),
+                    "drains, 1 / 2 / 4 workers: judged (left in the queue, put off by a failed attempt)",
+                    *(
+                        _per_drain(s, lambda d: f"{d['judged']:,} ({d['left_in_queue']}, {_put_off(d)})")
+                        for s in (base, head)
+                    ),
                 ],
                 [
                     "worker peak memory (MB), 1 / 2 / 4 workers",

@@ -265,6 +265,11 @@ group by r.id, r.owner_id;
 -- name: queued_judgments
 select count(*) from roi.work where kind = 'judge';
 
+-- The judgments a drain's `--once` workers left, by the error of their last attempt (queue.drain).
+-- name: judgments_waiting
+select coalesce(last_error, '(no attempt failed)'), count(*)::integer from roi.work where kind = 'judge'
+group by 1 order by 2 desc;
+
 -- name: drain_span_ms
 select extract(epoch from max(v.recorded_at) - min(v.recorded_at)) * 1000, count(*)
 from roi.verdicts v where v.judged_by = 'llm' and v.recorded_at >= %(since)s;

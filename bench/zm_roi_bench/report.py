@@ -326,10 +326,22 @@ def _measurement_rows(r: dict) -> list[list]:
                 f"{drained['ms']:,.0f}",
                 "–",
                 f"first to last verdict; zero-latency local endpoint via litellm; peak {drained['peak_rss_mb']} MB; "
-                f"{drained['left_in_queue']} left queued",
+                f"{drained['left_in_queue']} left queued{put_off_note(drained.get('put_off', []))}",
             ]
         )
     return rows
+
+
+def put_off_note(put_off: list[dict]) -> str:
+    """What a drain's further rounds took (queue.drain): the judgments a failed attempt put off, by error."""
+    if not put_off:
+        return ""
+    errors: dict[str, int] = {}
+    for rows in put_off:
+        for error, count in rows["errors"].items():
+            errors[error] = errors.get(error, 0) + count
+    said = "; ".join(f"{count} × {error[:120]}" for error, count in errors.items())
+    return f"; put off by a failed attempt and taken by another round: {said}"
 
 
 def _upkeep_writes_rows(r: dict) -> list[str]:

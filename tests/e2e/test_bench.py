@@ -88,9 +88,14 @@ def test_every_measurement_made_its_calls(tiny_run):
     assert upkeep["idle_outcome"]["owners"] == 0, "the idle cycle had nothing to do"
     worker = size["worker"]
     assert worker["status"] == "measured" and worker["queue_cost"]["n"] == TINY.queue_rows
-    assert {count: (d["judged"], d["left_in_queue"], d["exit_codes"]) for count, d in worker["drains"].items()} == {
-        count: (TINY.drain_rows, 0, [0] * int(count)) for count in ("1", "2", "4")
-    }, "every queued judgment drained, by workers that exited cleanly"
+    assert sorted(worker["drains"]) == ["1", "2", "4"]
+    for count, drained in worker["drains"].items():
+        rounds = 1 + len(drained["put_off"])  # a judgment a failed attempt put off is taken by another round
+        assert (drained["judged"], drained["left_in_queue"], drained["exit_codes"]) == (
+            TINY.drain_rows,
+            0,
+            [0] * int(count) * rounds,
+        ), f"every queued judgment drained, by workers that exited cleanly ({count})"
     assert 0 < worker["peak_rss_mb"] < 2000
 
 
@@ -210,7 +215,7 @@ def test_base_runs_side_by_side_each_database_through_its_own_verbs(tmp_path):
         assert figures["benchmark"]["rpc"]["n"] == TINY.owners * compare.ROUNDS, side
         for count, drained in figures["drains"].items():
             assert drained["n"] == len(drained["samples"]) == compare.DRAIN_REPEATS, (side, count)
-            every_exit = [0] * int(count) * compare.DRAIN_REPEATS
+            every_exit = [0] * int(count) * (compare.DRAIN_REPEATS + len(drained["put_off"]))
             assert drained["judged"] > 0 and drained["exit_codes"] == every_exit, (side, count)
     assert all(d["left_in_queue"] == 0 for d in results["head"]["figures"]["drains"].values())
     assert [row["verdict"] for row in results["comparison"] if row["ratio"] is None] == []

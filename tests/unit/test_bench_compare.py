@@ -4,7 +4,7 @@ queries in their own file, or prefixed `bench_` in queries.sql before the one wo
 
 from __future__ import annotations
 
-from zm_roi_bench import compare
+from zm_roi_bench import compare, report
 from zm_roi_bench.build_time import render
 from zm_roi_bench.measure import HYBRID_MODES, RECALL_MODES, Plan
 from zm_roi_bench.sql import Checkout
@@ -66,19 +66,25 @@ def test_every_figure_is_compared_and_only_the_slower_one_flagged():
     assert rows["worker queue cost per row, p50"]["n"] == 2
 
 
-def _drain(ms: float, judged: int = 10_000, left: int = 0, codes: tuple = (0, 0), rss: float = 200.0) -> dict:
+def _drain(
+    ms: float, judged: int = 10_000, left: int = 0, codes: tuple = (0, 0), rss: float = 200.0, put_off: tuple = ()
+) -> dict:
     return {
         "workers": 2,
         "ms": ms,
         "judged": judged,
         "left_in_queue": left,
+        "put_off": list(put_off),
         "exit_codes": list(codes),
         "peak_rss_mb": rss,
     }
 
 
 def test_a_sides_repeated_drains_count_as_their_median_and_keep_every_run():
-    pooled = compare.pool_drains([_drain(1400.0, judged=9_990, left=10, codes=(0, 1), rss=210.0), _drain(1000.0)])
+    timeout = {"rows": 2, "errors": {"Timeout": 2}}
+    pooled = compare.pool_drains(
+        [_drain(1400.0, judged=9_990, left=10, codes=(0, 1), rss=210.0), _drain(1000.0, put_off=(timeout,))]
+    )
     assert pooled == {
         "workers": 2,
         "n": 2,
@@ -86,6 +92,7 @@ def test_a_sides_repeated_drains_count_as_their_median_and_keep_every_run():
         "samples": [1400.0, 1000.0],
         "judged": 9_990,
         "left_in_queue": 10,
+        "put_off": [timeout],
         "exit_codes": [0, 1, 0, 0],
         "peak_rss_mb": 210.0,
     }
@@ -159,3 +166,11 @@ def test_the_build_time_report_states_each_side_and_their_ratio_at_p50():
     assert "| base | aaaaaaaaaaaa | 53 | 7.0 | 6.0, 8.0, 7.0 |" in report
     assert "| head | bbbbbbbbbbbb | 15 | 3.5 | 3.5, 3.4, 3.6 |" in report
     assert "**0.50×**" in report
+
+
+def test_a_drains_put_off_judgments_are_said_with_their_errors_summed_over_rounds():
+    rounds = [{"rows": 3, "errors": {"Timeout": 2, "503": 1}}, {"rows": 1, "errors": {"Timeout": 1}}]
+    assert (
+        report.put_off_note(rounds) == "; put off by a failed attempt and taken by another round: 3 × Timeout; 1 × 503"
+    )
+    assert report.put_off_note([]) == ""
