@@ -158,7 +158,7 @@ where state in ('pending', 'active');
 -- Retire the `k` longest-serving active probes of every owner, as one rotation per owner would.
 -- name: retire_some_probes
 with ranked as (
-  select p.id, row_number() over (partition by p.owner_id order by p.runs_served desc, p.activated_at, p.id) as r
+  select p.id, row_number() over (partition by p.owner_id order by p.activated_at, p.id) as r
   from roi.probes p where p.state = 'active'
 )
 update roi.probes p set state = 'retired', retired_reason = 'rotated', retired_at = now()

@@ -169,7 +169,6 @@ create table roi.probes (
   state text not null default 'pending' check (state in ('pending', 'active', 'retired')),
   retired_reason text check (retired_reason in
     ('source_invalidated', 'source_unreachable', 'rotated', 'generation_failed')),
-  runs_served integer not null default 0,
   -- Why the worker gave up writing its question (a probe retired as 'generation_failed').
   last_error text,
   created_at timestamptz not null default now(),

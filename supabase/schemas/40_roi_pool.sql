@@ -172,7 +172,10 @@ end
 $$;
 
 -- Retire up to `how_many` of the caller's longest-serving active probes after a completed run, and
--- record the rotation once per run. The first step of roi.rotate_and_top_up().
+-- record the rotation once per run. The first step of roi.rotate_and_top_up(). Every run asks every
+-- active probe, so the longest-serving are the earliest activated: the order needs no counter, and a
+-- call writes no row per probe to keep one (docs/decisions/0043). A probe handed back to the writer
+-- (roi.hand_template_questions_to_writer) serves again from its new question's activation.
 create function roi.retire_longest_serving(completed_run uuid, how_many integer) returns integer
   language plpgsql volatile security invoker set search_path = ''
 as $$
@@ -183,7 +186,7 @@ begin
     with longest_serving as (
       select p.id from roi.probes p
       where p.owner_id = (select auth.uid()) and p.state = 'active'
-      order by p.runs_served desc, p.activated_at, p.id
+      order by p.activated_at, p.id
       limit how_many
     )
     update roi.probes p

@@ -354,8 +354,6 @@ begin
   insert into roi.recalls (run_id, probe_id, owner_id, surfaced_ids, surfaced)
   select new_run, n.probe_id, n.owner_id, n.surfaced_ids, n.surfaced from unnest(snapshots) n;
 
-  update roi.probes p set runs_served = p.runs_served + 1
-  where p.owner_id = (select auth.uid()) and p.state = 'active';
   perform roi.note_recall_outcomes(new_run);
 
   if mode = 'deterministic' then

@@ -76,7 +76,7 @@ select tests.authenticate_as('wide@scale.test');
 select is(public.benchmark_memory() ->> 'status', 'started', 'the first run of the wide user starts');
 select tests.clear_authentication();
 select set_eq(
-  $$select source_title from roi.probes where owner_id = tests.user_id('wide@scale.test') and runs_served = 1$$,
+  $$select source_title from roi.probes where owner_id = tests.user_id('wide@scale.test') and exists (select from roi.recalls r where r.probe_id = probes.id)$$,
   $$select m.title from public.memories m
     where m.title like 'lattice %' and m.invalidated_at is null and m.kind <> 'episode'
       and m.title !~ '^lattice (hidden|other-team|other-personal) '
@@ -84,7 +84,7 @@ select set_eq(
   'the first pool is the four newest knowledge memories across personal, both projects and the team');
 select ok(
   (select count(distinct source_scope || coalesce(pin_project_id::text, '') || coalesce(pin_team_id::text, ''))
-   from roi.probes where owner_id = tests.user_id('wide@scale.test') and runs_served = 1) > 1,
+   from roi.probes where owner_id = tests.user_id('wide@scale.test') and exists (select from roi.recalls r where r.probe_id = probes.id)) > 1,
   'and they come from more than one layer (the merge, not one layer''s newest)');
 select is_empty(
   $$select 1 from roi.probes where owner_id = tests.user_id('wide@scale.test')

@@ -82,7 +82,7 @@ select is((select array_agg(t order by t) from unnest(pg_temp.rotor_titles('acti
 create temporary table boosted on commit drop as
 select p.id, p.source_title from roi.probes p
 where p.owner_id = tests.user_id('rotor@pool.test') and p.state = 'active' order by p.source_title limit 2;
-update roi.probes p set runs_served = 9 from boosted b where p.id = b.id;
+update roi.probes p set activated_at = now() - interval '1 day' from boosted b where p.id = b.id;
 insert into public.memories (author_id, scope, kind, title, body, created_at)
 values (tests.user_id('rotor@pool.test'), 'personal', 'gotcha', 'Rotor fact 0', 'Brand new rotor knowledge', now() + interval '1 minute');
 update roi.settings set rotation_per_run = 2;

@@ -81,7 +81,7 @@ $$;
 
 -- Both twins' pools are filled the same way first (the first call fills and runs them, rotating
 -- nothing: which of 20 equally served probes would rotate out is up to their random ids). Then every
--- active probe gets a distinct service count, so "longest-serving" names the same probes on both.
+-- active probe gets a distinct activation time, so "longest-serving" names the same probes on both.
 update roi.settings set rotation_per_run = 0;
 select tests.authenticate_as('a@twins.test');
 select is(public.benchmark_memory() ->> 'status', 'started', 'twin A runs once');
@@ -89,7 +89,8 @@ select tests.clear_authentication();
 select tests.authenticate_as('b@twins.test');
 select is(public.benchmark_memory() ->> 'status', 'started', 'twin B runs once');
 select tests.clear_authentication();
-update roi.probes p set runs_served = 100 + substring(p.source_title from '[0-9]+$')::integer
+update roi.probes p
+set activated_at = now() - interval '1 day' - substring(p.source_title from '[0-9]+$')::integer * interval '1 minute'
 where p.owner_id in (tests.user_id('a@twins.test'), tests.user_id('b@twins.test'));
 select is(pg_temp.pool_of('a@twins.test'), pg_temp.pool_of('b@twins.test'), 'the twins start from the same pool');
 
