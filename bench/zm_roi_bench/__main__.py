@@ -44,6 +44,12 @@ def main(argv: list[str] | None = None) -> int:
         help="a commit (e.g. 46284ba) to measure side by side with this checkout, interleaved, in one report "
         "(one size: 10k, 100k or 1m; or layers)",
     )
+    parser.add_argument(
+        "--head-first",
+        action="store_true",
+        help="with --base: build this checkout's cluster first (the base's is built first by default; the cluster "
+        "built second has measured faster at 1M, so compare a run in each order)",
+    )
     parser.add_argument("--out", default=None, help="report folder (default: bench/results in the checkout)")
     parser.add_argument(
         "--adr-corpus",
@@ -92,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             + (f" OWNERS={args.owners}" if args.owners else "")
             + (f" SEED={args.seed}" if args.seed != DEFAULT_SEED else "")
             + (f" BASE={args.base}" if args.base else "")
+            + (" HEAD_FIRST=1" if args.head_first else "")
         )
         say = lambda text: print(text, flush=True)  # noqa: E731
         if args.base is None:
@@ -100,13 +107,14 @@ def main(argv: list[str] | None = None) -> int:
             md, raw = compare.run(
                 root,
                 sizes[0],
-                f"{label}-vs-{args.base}",
+                f"{label}-vs-{args.base}" + ("-head-first" if args.head_first else ""),
                 args.base,
                 out,
                 seed=args.seed,
                 command=command,
                 say=say,
                 owners=args.owners,
+                head_first=args.head_first,
             )
     except UserError as exc:
         print(f"zm-roi bench: {exc}", file=sys.stderr)

@@ -220,6 +220,7 @@ def test_base_runs_side_by_side_each_database_through_its_own_verbs(tmp_path):
     assert all(d["left_in_queue"] == 0 for d in results["head"]["figures"]["drains"].values())
     assert [row["verdict"] for row in results["comparison"] if row["ratio"] is None] == []
     assert "| figure | n per side | base ms | head ms | head / base | verdict |" in md.read_text()
+    assert results["built_first"] == "base" and "own migrations, the base's first, alive" in md.read_text()
 
 
 def test_the_layer_curve_runs_side_by_side_with_another_commit(tmp_path):

@@ -4,6 +4,8 @@ queries in their own file, or prefixed `bench_` in queries.sql before the one wo
 
 from __future__ import annotations
 
+from zm_roi.errors import UserError
+from zm_roi_bench import __main__ as bench_main
 from zm_roi_bench import compare, report
 from zm_roi_bench.build_time import render
 from zm_roi_bench.measure import HYBRID_MODES, RECALL_MODES, Plan
@@ -174,3 +176,18 @@ def test_a_drains_put_off_judgments_are_said_with_their_errors_summed_over_round
         report.put_off_note(rounds) == "; put off by a failed attempt and taken by another round: 3 × Timeout; 1 × 503"
     )
     assert report.put_off_note([]) == ""
+
+
+def test_head_first_builds_the_heads_cluster_first_and_says_so(monkeypatch, tmp_path):
+    called = {}
+
+    def fake_run(root, size, label, base_rev, out_dir, **kwargs):
+        called.update(label=label, base=base_rev, **kwargs)
+        raise UserError("stopped before any cluster")
+
+    monkeypatch.setattr(compare, "run", fake_run)
+    assert bench_main.main(["--size", "1m", "--base", "abc1234", "--head-first", "--out", str(tmp_path)]) == 2
+    assert called["label"] == "1m-vs-abc1234-head-first" and called["head_first"] is True
+    assert called["command"] == "make bench SIZE=1m BASE=abc1234 HEAD_FIRST=1"
+    assert bench_main.main(["--size", "1m", "--base", "abc1234", "--out", str(tmp_path)]) == 2
+    assert called["label"] == "1m-vs-abc1234" and called["head_first"] is False
