@@ -85,7 +85,7 @@ test: install-test
 # and 1m in one report) about ten on 2 cores; layers (pinned recall on real text against the layer's
 # size: 1k, 10k and 100k rows, lexical and hybrid) about ten. With BASE=<commit> (one size), this checkout
 # side by side with that commit's database, same corpus, measured interleaved, in <date>-<SIZE>-vs-<commit>.md:
-# about 8 minutes at 10k, 15 at 1m (bench/README.md, *Side by side with another commit*); HEAD_FIRST=1 builds this
+# about 8 minutes at 10k, 30 at 1m (bench/README.md, *Side by side with another commit*); HEAD_FIRST=1 builds this
 # checkout's cluster first (the one built second has measured faster at 1M).
 # SIZE=anchor: recall beside Supabase's documented hybrid search (tsvector + GIN, HNSW, RRF) on the same real-text
 # layer, interleaved, one report per size (10k and 100k; bench/README.md, *Side by side with Supabase's hybrid search*).

@@ -10,11 +10,13 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
+from psycopg.rows import dict_row
 
 from zm_roi import localdb
 from zm_roi_bench.sql import Checkout, bench_query
@@ -99,3 +101,30 @@ def server(conn: psycopg.Connection) -> dict:
     version = conn.execute("select version()").fetchone()[0]
     rows = conn.execute(bench_query("reported_settings"), {"names": list(REPORTED_SETTINGS)}).fetchall()
     return {"version": version, "settings": {name: value for name, value in rows}}
+
+
+def conditions(cluster: localdb.Cluster) -> dict:
+    """The server's counters (server_counters) and how much of the database's files the page cache
+    holds. Two clusters measured side by side differ for these alone when one reads from disk,
+    checkpoints or vacuums while the other does not, so the side-by-side report shows both."""
+    with psycopg.connect(cluster.url(), row_factory=dict_row) as conn:
+        counters = conn.execute(bench_query("server_counters")).fetchone()
+    return dict(counters) | {"page_cache": page_cache(cluster.pgdata / "base")}
+
+
+def page_cache(folder: Path) -> dict | None:
+    """Bytes of the files under `folder` and how many of them are in the page cache (util-linux
+    `fincore`); None where fincore is missing or may not read the files."""
+    files = [str(path) for path in folder.rglob("*") if path.is_file()]
+    try:
+        listing = subprocess.run(
+            ["fincore", "--bytes", "--noheadings", "--raw", "--output", "RES,SIZE", *files],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    sizes = [tuple(map(int, line.split())) for line in listing.splitlines() if line.strip()]
+    # fincore counts whole pages: a file's last page, partly filled, would count for more than the file.
+    return {"cached_bytes": sum(min(cached, size) for cached, size in sizes), "bytes": sum(size for _, size in sizes)}

@@ -26,7 +26,7 @@ import psycopg
 import zm_roi_bench as bench
 from zm_roi.errors import UserError
 from zm_roi_bench import corpus, measure, queue, report
-from zm_roi_bench.cluster import server, throwaway_cluster
+from zm_roi_bench.cluster import conditions, server, throwaway_cluster
 from zm_roi_bench.measure import HYBRID_MODES, RECALL_MODES, Plan
 from zm_roi_bench.sql import Checkout
 from zm_roi_bench.timing import Series
@@ -180,10 +180,11 @@ def run(
         base_sha, base = stack.enter_context(base_checkout(root, base_rev))
         results["base"] = {"commit": base_sha, "subject": _git(root, "log", "-1", "--format=%s", base_sha)}
         checkouts = {"base": base, "head": Checkout(root)}
-        urls = {}
+        clusters, urls = {}, {}
         for side in SIDES[::-1] if head_first else SIDES:
             say(f"== {side}: {results[side]['commit'][:7]}, {size:,} memories (seed {seed}) ==")
-            urls[side] = stack.enter_context(throwaway_cluster(checkouts[side].root, say)).url()
+            clusters[side] = stack.enter_context(throwaway_cluster(checkouts[side].root, say))
+            urls[side] = clusters[side].url()
             build = corpus.build(urls[side], size, seed, say, owners=owners)
             results[side] |= {"build_seconds": build, "corpus": corpus.shape(urls[side])}
         with psycopg.connect(urls["head"]) as conn:
@@ -200,11 +201,17 @@ def run(
             ),
         )
         rounds: dict[str, list[dict]] = {side: [{} for _ in range(ROUNDS)] for side in SIDES}
+        before = {side: conditions(clusters[side]) for side in SIDES}
         for r in range(ROUNDS):
             for name, step in steps:
                 for side in side_order(r):
                     say(f"round {r + 1}/{ROUNDS}: {name}, {side}")
                     rounds[side][r][name] = step(side, r)
+        for side in SIDES:
+            results[side]["conditions"] = {"before": before[side], "after": conditions(clusters[side])}
+        sample = measure.pinned_sample(urls["head"], seed)
+        for side in SIDES:
+            results[side]["recall_plans"] = measure.explain_recall(urls[side], sample) if sample else {}
         drains: dict[str, dict] = {side: {} for side in SIDES}
         with queue.instant_model() as model:
             for workers in queue.WORKER_COUNTS:
@@ -246,6 +253,54 @@ def _dig(figures: dict, path: tuple) -> float | None:
     for key in path:
         figures = figures.get(key) if isinstance(figures, dict) else None
     return figures
+
+
+def plan_shape(plan: str) -> list[str]:
+    """A plan's nodes without their costs, times and counts: what two sides' plans must share to be
+    the same plan."""
+    return [line.split("(cost=")[0].replace("->", "").strip() for line in plan.splitlines() if "(cost=" in line]
+
+
+def _while_measured(side: dict) -> dict:
+    """The server counters' growth over the measurement rounds, and the page cache before and after."""
+    before, after = side["conditions"]["before"], side["conditions"]["after"]
+    grown = {key: after[key] - before[key] for key in ("blks_read", "blks_hit", "blk_read_ms", "checkpoints")}
+    return grown | {"autovacuum_runs": after["autovacuum_runs"] - before["autovacuum_runs"]}
+
+
+def _cached(conditions: dict) -> str:
+    held = conditions["page_cache"]
+    return "–" if not held or not held["bytes"] else f"{held['cached_bytes'] / held['bytes']:.0%}"
+
+
+def _conditions_rows(base: dict, head: dict) -> list[list[str]]:
+    """What else each server did while measured: the report's reader checks these before the ratios."""
+    sides = (base, head)
+    grown = [_while_measured(s) for s in sides]
+    shapes = [{label: plan_shape(plan) for label, plan in s["recall_plans"].items()} for s in sides]
+    return [
+        [
+            "page cache held of the database's files: before / after the rounds",
+            *(f"{_cached(s['conditions']['before'])} / {_cached(s['conditions']['after'])}" for s in sides),
+        ],
+        [
+            "during the rounds: blocks read from outside shared buffers (ms reading) / hit",
+            *(f"{g['blks_read']:,} ({g['blk_read_ms']:,}) / {g['blks_hit']:,}" for g in grown),
+        ],
+        [
+            "during the rounds: checkpoints / autovacuum and autoanalyze runs / autovacuum workers at the start",
+            *(
+                f"{g['checkpoints']} / {g['autovacuum_runs']} / {s['conditions']['before']['autovacuum_workers']}"
+                for g, s in zip(grown, sides, strict=True)
+            ),
+        ],
+        [
+            "recall's plan after the rounds, pinned project / unpinned: nodes (head: the base's plan?)",
+            " / ".join(str(len(shape)) for shape in shapes[0].values()) or "–",
+            " / ".join("same" if shapes[0].get(label) == shape else "**differs**" for label, shape in shapes[1].items())
+            or "–",
+        ],
+    ]
 
 
 def _per_drain(side: dict, cell: Callable[[dict], str]) -> str:
@@ -339,6 +394,7 @@ def render(results: dict) -> str:
                     "worker peak memory (MB), 1 / 2 / 4 workers",
                     *(_per_drain(s, lambda d: str(d["peak_rss_mb"])) for s in (base, head)),
                 ],
+                *_conditions_rows(base, head),
             ],
         ),
         "",

@@ -243,6 +243,13 @@ def upkeep(url: str, plan: Plan) -> dict:
     }
 
 
+def pinned_sample(url: str, seed: int) -> dict | None:
+    """One pinned project recall of the bench's samples, for EXPLAIN."""
+    with psycopg.connect(url, row_factory=dict_row) as conn:
+        samples = _recall_samples(conn, seed, 1)["pinned_project"]
+    return samples[0] if samples else None
+
+
 def explain_recall(url: str, sample: dict) -> dict:
     """EXPLAIN (ANALYZE, BUFFERS) of recall()'s own statement, pinned and unpinned, as the user.
 

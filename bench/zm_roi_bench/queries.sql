@@ -4,6 +4,17 @@
 -- name: deactivate_cron
 update cron.job set active = false;
 
+-- What else the server did while it was measured: reads that missed shared buffers (and the time they
+-- took: the bench turns on track_io_timing), checkpoints, and autovacuum's runs and busy workers.
+-- name: server_counters
+select d.blks_read, d.blks_hit, round(d.blk_read_time)::bigint as blk_read_ms,
+       b.checkpoints_timed + b.checkpoints_req as checkpoints,
+       (select coalesce(sum(t.autovacuum_count + t.autoanalyze_count), 0)::bigint
+        from pg_stat_all_tables t) as autovacuum_runs,
+       (select count(*) from pg_stat_activity a where a.backend_type = 'autovacuum worker') as autovacuum_workers
+from pg_stat_database d, pg_stat_bgwriter b
+where d.datname = current_database();
+
 -- name: reported_settings
 select name, current_setting(name) from pg_settings where name = any (%(names)s) order by name;
 

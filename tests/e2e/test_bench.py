@@ -217,8 +217,13 @@ def test_base_runs_side_by_side_each_database_through_its_own_verbs(tmp_path):
             assert drained["n"] == len(drained["samples"]) == compare.DRAIN_REPEATS, (side, count)
             every_exit = [0] * int(count) * (compare.DRAIN_REPEATS + len(drained["put_off"]))
             assert drained["judged"] > 0 and drained["exit_codes"] == every_exit, (side, count)
+        before, after = results[side]["conditions"]["before"], results[side]["conditions"]["after"]
+        assert 0 < after["page_cache"]["cached_bytes"] <= after["page_cache"]["bytes"], side
+        assert after["blks_hit"] > before["blks_hit"], side
+        assert compare.plan_shape(results[side]["recall_plans"]["pinned_project"]), side
     assert all(d["left_in_queue"] == 0 for d in results["head"]["figures"]["drains"].values())
     assert [row["verdict"] for row in results["comparison"] if row["ratio"] is None] == []
+    assert "| page cache held of the database's files: before / after the rounds |" in md.read_text()
     assert "| figure | n per side | base ms | head ms | head / base | verdict |" in md.read_text()
     assert results["built_first"] == "base" and "own migrations, the base's first, alive" in md.read_text()
 

@@ -191,3 +191,49 @@ def test_head_first_builds_the_heads_cluster_first_and_says_so(monkeypatch, tmp_
     assert called["command"] == "make bench SIZE=1m BASE=abc1234 HEAD_FIRST=1"
     assert bench_main.main(["--size", "1m", "--base", "abc1234", "--out", str(tmp_path)]) == 2
     assert called["label"] == "1m-vs-abc1234" and called["head_first"] is False
+
+
+PLAN = """Query Text: select m.id from public.memories m
+Limit  (cost=1.00..2.00 rows=10 width=16) (actual time=0.100..0.200 rows=10 loops=1)
+  Buffers: shared hit=40 read=2
+  ->  Index Scan using memories_project_live_idx on memories m  (cost=0.42..8.44 rows=1 width=16) (actual time=0.01..0.02 rows=10 loops=1)
+        Filter: (kind = 'decision'::text)
+"""
+
+
+def test_two_plans_are_the_same_plan_when_only_their_costs_times_and_counts_differ():
+    faster = PLAN.replace("0.100..0.200", "0.050..0.090").replace("hit=40 read=2", "hit=42")
+    assert compare.plan_shape(PLAN) == ["Limit", "Index Scan using memories_project_live_idx on memories m"]
+    assert compare.plan_shape(faster) == compare.plan_shape(PLAN)
+    assert compare.plan_shape(PLAN.replace("Index Scan", "Seq Scan")) != compare.plan_shape(PLAN)
+
+
+def _conditions(read: int, hit: int, read_ms: int, checkpoints: int, autovacuums: int, workers: int, cached: int):
+    return {
+        "blks_read": read,
+        "blks_hit": hit,
+        "blk_read_ms": read_ms,
+        "checkpoints": checkpoints,
+        "autovacuum_runs": autovacuums,
+        "autovacuum_workers": workers,
+        "page_cache": {"cached_bytes": cached, "bytes": 1000},
+    }
+
+
+def test_the_report_gives_what_else_each_server_did_while_measured_and_whether_the_plans_agree():
+    base = {
+        "conditions": {
+            "before": _conditions(10, 100, 5, 1, 7, 1, 500),
+            "after": _conditions(2010, 9100, 905, 2, 9, 0, 990),
+        },
+        "recall_plans": {"pinned_project": PLAN, "unpinned": PLAN},
+    }
+    head = {
+        "conditions": {"before": _conditions(0, 0, 0, 0, 0, 0, 1000), "after": _conditions(30, 9000, 1, 0, 0, 0, 1000)},
+        "recall_plans": {"pinned_project": PLAN, "unpinned": PLAN.replace("Index Scan", "Seq Scan")},
+    }
+    rows = compare._conditions_rows(base, head)
+    assert rows[0][1:] == ["50% / 99%", "100% / 100%"]
+    assert rows[1][1:] == ["2,000 (900) / 9,000", "30 (1) / 9,000"]
+    assert rows[2][1:] == ["1 / 2 / 1", "0 / 0 / 0"]
+    assert rows[3][1:] == ["2 / 2", "same / **differs**"]
