@@ -398,6 +398,6 @@ def render(results: dict) -> str:
             ],
         ),
         "",
-        "Not compared here: upkeep, model latency and EXPLAIN (a single `make bench` measures them).",
+        "Not compared here: upkeep and model latency (a single `make bench` measures them). The recall plans are in the .json.",
     ]
     return "\n".join(out) + "\n"
