@@ -398,6 +398,7 @@ def render(results: dict) -> str:
             ],
         ),
         "",
-        "Not compared here: upkeep and model latency (a single `make bench` measures them). The recall plans are in the .json.",
+        "Not compared here: upkeep and model latency (a single `make bench` measures them). The recall plans "
+        "are in the .json.",
     ]
     return "\n".join(out) + "\n"

@@ -196,7 +196,7 @@ def test_head_first_builds_the_heads_cluster_first_and_says_so(monkeypatch, tmp_
 PLAN = """Query Text: select m.id from public.memories m
 Limit  (cost=1.00..2.00 rows=10 width=16) (actual time=0.100..0.200 rows=10 loops=1)
   Buffers: shared hit=40 read=2
-  ->  Index Scan using memories_project_live_idx on memories m  (cost=0.42..8.44 rows=1 width=16) (actual time=0.01..0.02 rows=10 loops=1)
+  ->  Index Scan using memories_project_live_idx on memories m  (cost=0.42..8.44 rows=1 width=16)
         Filter: (kind = 'decision'::text)
 """
 
