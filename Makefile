@@ -86,7 +86,7 @@ test: install-test
 # size: 1k, 10k and 100k rows, lexical and hybrid) about ten. With BASE=<commit> (one size), this checkout
 # side by side with that commit's database, same corpus, measured interleaved, in <date>-<SIZE>-vs-<commit>.md:
 # about 8 minutes at 10k, 30 at 1m (bench/README.md, *Side by side with another commit*); HEAD_FIRST=1 builds this
-# checkout's cluster first (the one built second has measured faster at 1M).
+# checkout's cluster first (both clusters' files are read into the page cache before the rounds).
 # SIZE=anchor: recall beside Supabase's documented hybrid search (tsvector + GIN, HNSW, RRF) on the same real-text
 # layer, interleaved, one report per size (10k and 100k; bench/README.md, *Side by side with Supabase's hybrid search*).
 bench: install

@@ -162,9 +162,10 @@ def run(
     owners: int | None = None,
     head_first: bool = False,
 ) -> tuple[Path, Path]:
-    """Build both databases, measure them interleaved, and write one side-by-side report. The base's cluster
-    is built first unless `head_first`: at 1M the cluster built second has measured faster on code that
-    both sides share, so a pair of runs in both orders tells the order's part from the change's."""
+    """Build both databases, read their files into the page cache, measure them interleaved, and write one
+    side-by-side report. The base's cluster is built first unless `head_first`: at 1M the cluster built
+    first had lost part of its files from the page cache by the rounds and measured slower on code both
+    sides share, which the reading undoes; a run in each order checks that it did."""
     plan = plan or Plan()
     per_round = round_plan(plan)
     results = bench.begin(label, command, seed, owners, plan) | {
@@ -335,8 +336,8 @@ def render(results: dict) -> str:
         f"Produced by `{results['command']}` (seed {results['seed']}): base `{base['commit'][:7]}` "
         f"({base['subject']}) against head {head_name}, {results['size']:,} memories each, on two throwaway "
         f"clusters built from each commit's own migrations, the {results.get('built_first', 'base')}'s first, alive "
-        "side by side. Each database is measured "
-        "through its own verbs (its named queries, its own `zm-roi worker`). The recall, benchmark_memory() "
+        "side by side, each one's database files read into the page cache before the rounds. Each database is "
+        "measured through its own verbs (its named queries, its own `zm-roi worker`). The recall, benchmark_memory() "
         f"and queue-cost calls are split over {results['rounds']} rounds; in each round every measurement "
         "runs on both databases back to back, base first in odd rounds and head first in even ones. Each "
         f"drain runs {DRAIN_REPEATS} times a side per worker count, back to back, base first and then head "

@@ -219,6 +219,7 @@ def test_base_runs_side_by_side_each_database_through_its_own_verbs(tmp_path):
             assert drained["judged"] > 0 and drained["exit_codes"] == every_exit, (side, count)
         before, after = results[side]["conditions"]["before"], results[side]["conditions"]["after"]
         assert 0 < after["page_cache"]["cached_bytes"] <= after["page_cache"]["bytes"], side
+        assert before["page_cache"]["cached_bytes"] >= 0.95 * before["page_cache"]["bytes"], side
         assert after["blks_hit"] > before["blks_hit"], side
         assert compare.plan_shape(results[side]["recall_plans"]["pinned_project"]), side
     assert all(d["left_in_queue"] == 0 for d in results["head"]["figures"]["drains"].values())
