@@ -91,7 +91,10 @@ $$;
 -- a scan through RLS would make; the cost grows with the caller's layers, not with the corpus.
 -- Shared by top-up (what to add) and rotation (whether anything fresh exists). PL/pgSQL, not SQL:
 -- a SQL function that cannot be inlined is parsed, rewritten (RLS) and planned on every call, which
--- cost ~1.3 ms of its ~2.4 ms per call; PL/pgSQL keeps the statement prepared for the session.
+-- cost ~1.3 ms of its ~2.4 ms per call; PL/pgSQL keeps the statement prepared for the session. The
+-- owner's probes are one hashed set (`not in`; memory_id is never null), read once a layer kind: as
+-- `not exists`, the plan for the few probes an owner is estimated to have rescanned all of them for
+-- every memory the walk passed, and both grow with the owner's history (docs/decisions/0044).
 create function roi.never_probed_knowledge(wanted integer) returns setof public.memories
   language plpgsql stable security invoker set search_path = ''
 as $$
@@ -101,7 +104,7 @@ begin
       (select v.* from public.memories v
        where v.scope = 'personal' and v.invalidated_at is null and v.author_id = (select auth.uid())
          and v.kind in ('decision', 'gotcha', 'convention')
-         and not exists (select from roi.probes p where p.owner_id = (select auth.uid()) and p.memory_id = v.id)
+         and v.id not in (select p.memory_id from roi.probes p where p.owner_id = (select auth.uid()))
        order by v.created_at desc, v.id
        limit wanted)
       union all
@@ -110,7 +113,7 @@ begin
         select v.* from public.memories v
         where v.scope = 'project' and v.invalidated_at is null and v.project_id = layer.id
           and v.kind in ('decision', 'gotcha', 'convention')
-          and not exists (select from roi.probes p where p.owner_id = (select auth.uid()) and p.memory_id = v.id)
+          and v.id not in (select p.memory_id from roi.probes p where p.owner_id = (select auth.uid()))
         order by v.created_at desc, v.id
         limit wanted
       ) v
@@ -120,7 +123,7 @@ begin
         select v.* from public.memories v
         where v.scope = 'team' and v.invalidated_at is null and v.team_id = layer.id
           and v.kind in ('decision', 'gotcha', 'convention')
-          and not exists (select from roi.probes p where p.owner_id = (select auth.uid()) and p.memory_id = v.id)
+          and v.id not in (select p.memory_id from roi.probes p where p.owner_id = (select auth.uid()))
         order by v.created_at desc, v.id
         limit wanted
       ) v
