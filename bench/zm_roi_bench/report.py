@@ -326,7 +326,7 @@ def _measurement_rows(r: dict) -> list[list]:
                 f"{drained['ms']:,.0f}",
                 "–",
                 f"first to last verdict; zero-latency local endpoint via litellm; peak {drained['peak_rss_mb']} MB; "
-                f"{drained['left_in_queue']} left queued{put_off_note(drained.get('put_off', []))}",
+                f"{drained['left_in_queue']} left queued{put_off_note(drained['put_off'])}",
             ]
         )
     return rows

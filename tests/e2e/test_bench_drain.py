@@ -15,12 +15,10 @@ from zm_roi_bench import queue
 
 
 class _FirstReplyFails(queue._Answer):
-    failed = threading.Event()
-
     def do_POST(self):  # noqa: N802 - http.server's naming
-        if self.failed.is_set():
+        if self.server.failed.is_set():
             return super().do_POST()
-        self.failed.set()
+        self.server.failed.set()
         self.rfile.read(int(self.headers["Content-Length"]))
         self.send_error(503, "overloaded for the test")
 
@@ -30,6 +28,7 @@ class _Model(ThreadingHTTPServer):
 
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _FirstReplyFails)
+        self.failed = threading.Event()  # this server's first reply only
         self.url = f"http://127.0.0.1:{self.server_address[1]}/v1"
 
 
