@@ -26,7 +26,7 @@ import psycopg
 import zm_roi_bench as bench
 from zm_roi.errors import UserError
 from zm_roi_bench import corpus, measure, queue, report
-from zm_roi_bench.cluster import conditions, server, throwaway_cluster
+from zm_roi_bench.cluster import conditions, read_into_page_cache, server, throwaway_cluster
 from zm_roi_bench.measure import HYBRID_MODES, RECALL_MODES, Plan
 from zm_roi_bench.sql import Checkout
 from zm_roi_bench.timing import Series
@@ -116,14 +116,14 @@ def pool_drains(runs: list[dict]) -> dict:
         "samples": times,
         "judged": min(run["judged"] for run in runs),
         "left_in_queue": max(run["left_in_queue"] for run in runs),
-        "put_off": [rows for run in runs for rows in run.get("put_off", [])],
+        "put_off": [rows for run in runs for rows in run["put_off"]],
         "exit_codes": [code for run in runs for code in run["exit_codes"]],
         "peak_rss_mb": max(run["peak_rss_mb"] for run in runs),
     }
 
 
 def _put_off(drained: dict) -> int:
-    return sum(rows["rows"] for rows in drained.get("put_off", []))
+    return sum(rows["rows"] for rows in drained["put_off"])
 
 
 def _git(root: Path, *args: str) -> str:
@@ -202,6 +202,8 @@ def run(
             ),
         )
         rounds: dict[str, list[dict]] = {side: [{} for _ in range(ROUNDS)] for side in SIDES}
+        say("reading both databases' files into the page cache, in turn")
+        read_into_page_cache(*(clusters[side].pgdata / "base" for side in SIDES))
         before = {side: conditions(clusters[side]) for side in SIDES}
         for r in range(ROUNDS):
             for name, step in steps:

@@ -16,6 +16,7 @@ import zm_roi_bench as bench
 from tests.conftest import ROOT
 from zm_roi import embeddings
 from zm_roi_bench import anchor, compare, layers, layers_compare, report
+from zm_roi_bench.cluster import read_into_page_cache as cluster_read
 from zm_roi_bench.measure import Plan
 
 TINY = Plan(
@@ -193,16 +194,22 @@ def test_the_layer_curve_measures_each_layer_as_its_member(tmp_path):
     assert "| 400 | hybrid, 2 legs (lexical + e5) → 3 legs (lexical + e5 + MiniLM) |" in text
 
 
-def test_base_runs_side_by_side_each_database_through_its_own_verbs(tmp_path):
+def test_base_runs_side_by_side_each_database_through_its_own_verbs(tmp_path, monkeypatch):
     """`make bench BASE=46284ba` at a tiny size: the base database (three queues, roi.claim_judgment) is
     built from that commit's migrations and drained by that commit's worker, the head by this one's, and
     every figure of the report is compared."""
     base = "46284ba"
     if subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{base}^{{commit}}"]).returncode != 0:
         pytest.skip(f"commit {base} is not in this clone (shallow?)")
+    read = []
+    monkeypatch.setattr(
+        compare, "read_into_page_cache", lambda *folders: read.append(folders) or cluster_read(*folders)
+    )
     md, raw = compare.run(
         ROOT, 2000, "tiny-vs-base", base, tmp_path, seed=42, plan=TINY, command="pytest", say=lambda _: None
     )
+    [folders] = read  # both clusters' files, in one reading, before the rounds
+    assert len(folders) == 2 and all(folder.name == "base" and folder.parent.name == "pgdata" for folder in folders)
     results = json.loads(raw.read_text())
     # One corpus in both; only the sizes on disk differ: the base still has the GIN index, and the head
     # keeps the vectors in the row (docs/decisions/0019-vectors-stay-in-the-row.md), so its heap is larger.

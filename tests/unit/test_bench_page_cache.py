@@ -16,13 +16,17 @@ def _evict(folder):
 
 
 def test_files_evicted_from_the_page_cache_are_held_again_once_read(tmp_path):
-    (tmp_path / "base" / "5").mkdir(parents=True)
-    for name, size in (("16384", 3 << 20), ("16385", 5000), ("PG_VERSION", 3)):
-        (tmp_path / "base" / "5" / name).write_bytes(os.urandom(size))
-    total = (3 << 20) + 5000 + 3
+    sizes = {"16384": 3 << 20, "16385": 5000, "PG_VERSION": 3}
+    for side in ("base", "head"):
+        (tmp_path / side / "5").mkdir(parents=True)
+        for name, size in sizes.items():
+            (tmp_path / side / "5" / name).write_bytes(os.urandom(size))
+    total = sum(sizes.values())
     _evict(tmp_path)
-    evicted = page_cache(tmp_path / "base")
-    assert evicted["bytes"] == total and evicted["cached_bytes"] < total // 2
+    for side in ("base", "head"):
+        evicted = page_cache(tmp_path / side)
+        assert evicted["bytes"] == total and evicted["cached_bytes"] < total // 2, side
 
-    assert read_into_page_cache(tmp_path / "base") == total
-    assert page_cache(tmp_path / "base") == {"cached_bytes": total, "bytes": total}
+    assert read_into_page_cache(tmp_path / "base", tmp_path / "head") == 2 * total
+    for side in ("base", "head"):
+        assert page_cache(tmp_path / side) == {"cached_bytes": total, "bytes": total}, side
