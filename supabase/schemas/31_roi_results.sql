@@ -13,13 +13,15 @@
 -- ============================================================================================
 -- Tables
 -- ============================================================================================
--- What surfaced for each probe of a run, and the text the judge will see.
+-- What surfaced for each probe of a run, in rank order, and the text a model judge will see. A
+-- deterministic run's judge reads the ids alone, so its snapshots keep no text (`surfaced` null):
+-- no copy of memory text nobody reads, and ~120 kB less written a call (docs/decisions/0045).
 create table roi.recalls (
   run_id uuid not null references roi.runs (id) on delete cascade,
   probe_id uuid not null references roi.probes (id) on delete cascade,
   owner_id uuid not null references auth.users (id) on delete cascade,
   surfaced_ids uuid[] not null,
-  surfaced jsonb not null,
+  surfaced jsonb,
   recalled_at timestamptz not null default now(),
   primary key (run_id, probe_id)
 );

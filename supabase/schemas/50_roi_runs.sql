@@ -219,7 +219,8 @@ $$;
 
 -- Recall every active probe as the caller under its pin, through the configured recall, snapshot
 -- what surfaced with its text-free outcome, and either record strict verdicts at once
--- (deterministic) or queue one judgment per probe and the run's checks of the judge (LLM). The run records which recall produced it and its questions' embedding model. A
+-- (deterministic: the snapshot keeps the ids alone, the text only a model judge reads is left out)
+-- or queue one judgment per probe and the run's checks of the judge (LLM). The run records which recall produced it and its questions' embedding model. A
 -- deterministic run is judged and closed before this returns, so it is never pending (no
 -- pending_runs row is written only to be deleted); benchmark_memory() rotates after it at once.
 -- The recalls are taken before anything is written: a probe whose source did not surface is then
@@ -253,6 +254,7 @@ declare
     = 'public.recall(text,uuid,uuid,integer,boolean,extensions.vector,extensions.vector)'::regprocedure;
   snapshots roi.recalls[];
   surfaced_sources uuid[];
+  keeps_text boolean := mode <> 'deterministic';
 begin
   select count(*), mode() within group (order by p.question_embedding_model),
          mode() within group (order by p.question_embedding_minilm_model)
@@ -290,7 +292,8 @@ begin
     case when legs > 0 and question_model is not null and not first_leg then question_model end,
     case when legs > 1 and question_minilm_model is not null and not minilm_leg then question_minilm_model end);
   -- Two statements, one per kind of recall function, each with a plan of its own (one statement
-  -- for both was planned afresh on every call, ~0.2 ms).
+  -- for both was planned afresh on every call, ~0.2 ms). `keeps_text` filters the text's aggregate
+  -- too: one inside CASE is computed all the same.
   if bundled then
     select coalesce(array_agg(row(null, x.probe_id, x.owner_id, x.surfaced_ids, x.surfaced, now())::roi.recalls), '{}'),
            coalesce(array_agg(x.memory_id) filter (where x.memory_id = any (x.surfaced_ids)), '{}')
@@ -298,10 +301,10 @@ begin
     from (
       select p.id as probe_id, p.owner_id, p.memory_id,
              coalesce(array_agg(r.memory_id order by r.rank) filter (where r.memory_id is not null), '{}') as surfaced_ids,
-             coalesce(jsonb_agg(jsonb_build_object(
+             case when keeps_text then coalesce(jsonb_agg(jsonb_build_object(
                'rank', r.rank, 'memory_id', r.memory_id, 'kind', r.kind, 'scope', r.scope,
                'title', r.title, 'body', r.body, 'score', r.score) order by r.rank)
-               filter (where r.memory_id is not null), '[]') as surfaced
+               filter (where keeps_text and r.memory_id is not null), '[]') end as surfaced
       from roi.probes p
       left join lateral public.recall(p.question, p.pin_project_id, p.pin_team_id, 10, p.source_scope = 'personal',
                            case when first_leg and p.question_embedding_model = question_model
@@ -319,10 +322,10 @@ begin
     from (
       select p.id as probe_id, p.owner_id, p.memory_id,
              coalesce(array_agg(r.memory_id order by r.rank) filter (where r.memory_id is not null), '{}') as surfaced_ids,
-             coalesce(jsonb_agg(jsonb_build_object(
+             case when keeps_text then coalesce(jsonb_agg(jsonb_build_object(
                'rank', r.rank, 'memory_id', r.memory_id, 'kind', r.kind, 'scope', r.scope,
                'title', r.title, 'body', r.body, 'score', r.score) order by r.rank)
-               filter (where r.memory_id is not null), '[]') as surfaced
+               filter (where keeps_text and r.memory_id is not null), '[]') end as surfaced
       from roi.probes p
       left join lateral roi.configured_recall(p.question, p.pin_project_id, p.pin_team_id, 10, p.source_scope = 'personal',
                                       case when first_leg and p.question_embedding_model = question_model

@@ -30,10 +30,10 @@ select is((select count(*)::int from roi.probes
 select is((select count(*)::int from roi.verdicts v join roi.runs r on r.id = v.run_id
            where r.owner_id = tests.user_id('solo@bookkeeping.test') and not v.skipped), 20,
   'with a verdict for each of the 20 probes');
-select is((select count(*)::int from roi.recalls rc
+select is((select count(*)::int from roi.recalls rc join roi.probes p on p.id = rc.probe_id
            where rc.owner_id = tests.user_id('solo@bookkeeping.test')
-             and pg_column_compression(rc.surfaced) is null and jsonb_array_length(rc.surfaced) > 0), 20,
-  'its recall snapshots are stored uncompressed');
+             and rc.surfaced is null and rc.surfaced_ids[1] = p.memory_id), 20,
+  'its recall snapshots keep what surfaced as ids in rank order (each source first) and no text');
 
 -- ---------------------------------------------------------------- twins: new step against old pair
 -- Two owners with identical memories and identical pools; distinct service counts make the choice

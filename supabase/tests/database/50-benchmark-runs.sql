@@ -1,7 +1,7 @@
 -- benchmark_memory() per the contract, the metric and views, append-only results, timeouts, and the
 -- one writer of verdicts.
 begin;
-select plan(44);
+select plan(45);
 
 select tests.create_user('runner@runs.test');
 select tests.create_user('episodic@runs.test');
@@ -114,6 +114,10 @@ select results_eq($$select state, exclusive_rate from public.roi_benchmark_tile$
 select tests.clear_authentication();
 select is((select count(*)::int from roi.work where kind = 'judge' and owner_id = tests.user_id('llm@runs.test')), 4,
   'one queued judgment per probe');
+select is((select count(*)::int from roi.recalls rc
+           where rc.owner_id = tests.user_id('llm@runs.test') and jsonb_array_length(rc.surfaced) > 0
+             and pg_column_compression(rc.surfaced) is null), 4,
+  'an LLM run''s snapshots keep the text its judge reads, stored uncompressed');
 
 -- One verdict lands, then the run passes its timeout: the rest are skipped, the judged one counts.
 insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, with_memory, without_memory, judged_by)
