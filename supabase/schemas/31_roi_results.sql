@@ -37,8 +37,8 @@ create index recalls_owner_idx on roi.recalls (owner_id);
 -- run ('budget').
 create table roi.verdicts (
   id bigint generated always as identity primary key,
-  run_id uuid not null references roi.runs (id) on delete cascade,
-  probe_id uuid not null references roi.probes (id) on delete cascade,
+  run_id uuid not null,
+  probe_id uuid not null,
   owner_id uuid not null references auth.users (id) on delete cascade,
   memory_id uuid not null,
   with_memory boolean,
@@ -49,13 +49,15 @@ create table roi.verdicts (
   judged_by text not null check (judged_by in ('deterministic', 'llm', 'timeout', 'budget')),
   recorded_at timestamptz not null default now(),
   unique (run_id, probe_id),
+  -- A verdict judges one recall snapshot, which holds the run and the probe: one key checked a row
+  -- instead of two, and a verdict for a recall never taken is refused (docs/decisions/0045).
+  foreign key (run_id, probe_id) references roi.recalls (run_id, probe_id) on delete cascade,
   check (skipped = (with_memory is null)),
   check (skipped = (without_memory is null)),
   check (skipped = (skip_reason is not null))
 );
 
 create index verdicts_owner_run_idx on roi.verdicts (owner_id, run_id);
-create index verdicts_probe_idx on roi.verdicts (probe_id);
 
 -- The judge's free-text reason (or, for a skipped verdict, the last error) is derived from memory
 -- text, so it stays out of roi.verdicts, which owners read. Only the worker role reads it.
@@ -94,21 +96,22 @@ create table roi.rotations (
 create index rotations_owner_idx on roi.rotations (owner_id);
 
 -- Text-free facts of each recall: where the source ranked (null: it did not surface), and the
--- probe's kind and scope, for the retrieval figures and the breakdown. Written by a trigger.
+-- probe's kind and scope, for the retrieval figures and the breakdown. Copied from the snapshot by
+-- roi.note_recall_outcomes(), which it refers to as verdicts do.
 create table roi.recall_outcomes (
-  run_id uuid not null references roi.runs (id) on delete cascade,
-  probe_id uuid not null references roi.probes (id) on delete cascade,
+  run_id uuid not null,
+  probe_id uuid not null,
   owner_id uuid not null references auth.users (id) on delete cascade,
   source_kind text not null,
   source_scope text not null,
   source_rank integer check (source_rank >= 1),
   -- The probe's question_origin when the run recalled it (text-free: the runs view counts it).
   question_origin text,
-  primary key (run_id, probe_id)
+  primary key (run_id, probe_id),
+  foreign key (run_id, probe_id) references roi.recalls (run_id, probe_id) on delete cascade
 );
 
 create index recall_outcomes_owner_idx on roi.recall_outcomes (owner_id);
-create index recall_outcomes_probe_idx on roi.recall_outcomes (probe_id);
 
 -- Whether the bare model (question only, no memory) answered as the ground truth does. Append-only.
 create table roi.closed_book_results (

@@ -1,7 +1,7 @@
 -- benchmark_memory() per the contract, the metric and views, append-only results, timeouts, and the
 -- one writer of verdicts.
 begin;
-select plan(45);
+select plan(47);
 
 select tests.create_user('runner@runs.test');
 select tests.create_user('episodic@runs.test');
@@ -91,6 +91,19 @@ select throws_ok($$delete from roi.verdicts$$, '42501', null, 'nor deletes one')
 select throws_ok($$update roi.runs set probe_count = 1$$, '42501', null, 'runs are append-only');
 select throws_ok($$delete from roi.run_closures$$, '42501', null, 'closures are append-only');
 select throws_ok($$update roi.recalls set surfaced = '[]'$$, '42501', null, 'recall snapshots are append-only');
+-- A verdict and an outcome refer to their recall snapshot: none for a probe the run never recalled.
+create temporary table never_recalled on commit drop as
+select r.id as run_id, p.id as probe_id, p.owner_id, p.memory_id
+from roi.runs r join roi.probes p on p.owner_id = r.owner_id
+where r.owner_id = tests.user_id('runner@runs.test')
+  and not exists (select from roi.recalls rc where rc.run_id = r.id and rc.probe_id = p.id)
+limit 1;
+select throws_ok($$insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, with_memory, without_memory, judged_by)
+  select run_id, probe_id, owner_id, memory_id, true, false, 'deterministic' from never_recalled$$, '23503', null,
+  'a verdict for a probe its run never recalled is refused');
+select throws_ok($$insert into roi.recall_outcomes (run_id, probe_id, owner_id, source_kind, source_scope)
+  select run_id, probe_id, owner_id, 'decision', 'personal' from never_recalled$$, '23503', null,
+  'and so is its outcome');
 
 -- LLM mode: the pool waits for the worker, and an open run makes later calls answer in_progress.
 update roi.settings set extractor = 'llm';

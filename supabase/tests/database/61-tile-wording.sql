@@ -61,10 +61,14 @@ select tests.clear_authentication();
 -- An LLM-judged score carries none.
 insert into roi.runs (owner_id, mode, probe_count, started_at)
 select tests.user_id('skipped@tile.test'), 'llm', 1, now() + interval '1 minute';
-insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, with_memory, without_memory, judged_by)
-select r.id, p.id, r.owner_id, p.memory_id, true, false, 'llm'
+insert into roi.recalls (run_id, probe_id, owner_id, surfaced_ids, surfaced)
+select r.id, p.id, r.owner_id, array[p.memory_id], '[]'
 from roi.runs r join roi.probes p on p.owner_id = r.owner_id
 where r.owner_id = tests.user_id('skipped@tile.test') and r.id <> (select run_id from started) limit 1;
+insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, with_memory, without_memory, judged_by)
+select rc.run_id, rc.probe_id, rc.owner_id, p.memory_id, true, false, 'llm'
+from roi.recalls rc join roi.probes p on p.id = rc.probe_id
+where rc.owner_id = tests.user_id('skipped@tile.test') and rc.run_id <> (select run_id from started);
 insert into roi.run_closures (run_id, owner_id, reason)
 select id, owner_id, 'complete' from roi.runs
 where owner_id = tests.user_id('skipped@tile.test') and id <> (select run_id from started);
@@ -81,6 +85,9 @@ create temporary table neither on commit drop as
   select id as run_id from roi.runs where owner_id = tests.user_id('skipped@tile.test')
   order by started_at desc limit 1;
 grant select on neither to authenticated;
+insert into roi.recalls (run_id, probe_id, owner_id, surfaced_ids, surfaced)
+select (select run_id from neither), p.id, p.owner_id, '{}', '[]'
+from roi.probes p where p.owner_id = tests.user_id('skipped@tile.test') order by p.id limit 2;
 insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, with_memory, without_memory, judged_by)
 select (select run_id from neither), p.id, p.owner_id, p.memory_id, false, false, 'llm'
 from roi.probes p where p.owner_id = tests.user_id('skipped@tile.test') order by p.id limit 2;
@@ -100,6 +107,9 @@ create temporary table all_skipped on commit drop as
   select id as run_id from roi.runs where owner_id = tests.user_id('skipped@tile.test')
   order by started_at desc limit 1;
 grant select on all_skipped to authenticated;
+insert into roi.recalls (run_id, probe_id, owner_id, surfaced_ids, surfaced)
+select (select run_id from all_skipped), p.id, p.owner_id, '{}', '[]'
+from roi.probes p where p.owner_id = tests.user_id('skipped@tile.test') order by p.id limit 2;
 insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, skipped, skip_reason, judged_by)
 select (select run_id from all_skipped), p.id, p.owner_id, p.memory_id, true, 'judge_failed', 'llm'
 from roi.probes p where p.owner_id = tests.user_id('skipped@tile.test') order by p.id limit 2;

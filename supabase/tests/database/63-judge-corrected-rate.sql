@@ -53,6 +53,11 @@ insert into roi.runs (id, owner_id, mode, probe_count, started_at) values
 insert into roi.run_judges (run_id, owner_id, judge_fingerprint) values
   ('00000000-0000-0000-0000-00000000cb0a', :'judged', 'openai/judge-a#judge.j2@aaaaaaaaaaaa'),
   ('00000000-0000-0000-0000-00000000cb0b', :'judged', 'openai/judge-b#judge.j2@bbbbbbbbbbbb');
+insert into roi.recalls (run_id, probe_id, owner_id, surfaced_ids, surfaced)
+select case when i <= 4 then '00000000-0000-0000-0000-00000000cb0a' else '00000000-0000-0000-0000-00000000cb0b' end::uuid,
+       p.id, p.owner_id, array[p.memory_id], '[]'
+from generate_series(1, 8) i
+join roi.probes p on p.id = format('00000000-0000-0000-0000-00000000ca%s', lpad(i::text, 2, '0'))::uuid;
 insert into roi.verdicts (run_id, probe_id, owner_id, memory_id, with_memory, without_memory, judged_by)
 select case when i <= 4 then '00000000-0000-0000-0000-00000000cb0a' else '00000000-0000-0000-0000-00000000cb0b' end::uuid,
        p.id, p.owner_id, p.memory_id, i in (1, 2, 5, 6, 7), false, 'llm'
