@@ -66,8 +66,8 @@ select is((select count(*)::int from roi.probes where owner_id = tests.user_id('
 select is_empty($$select 1 from roi.probes p join public.memories m on m.id = p.memory_id
   where p.owner_id = tests.user_id('owner@priv.test') and m.title = 'Kafka secret partition plan'$$,
   'a memory the owner cannot see never becomes their probe');
-select is_empty($$select 1 from roi.recalls r, jsonb_array_elements(r.surfaced) s
-  where r.owner_id = tests.user_id('owner@priv.test') and s ->> 'title' = 'Kafka secret partition plan'$$,
+select is_empty($$select 1 from roi.recalls r join public.memories m on m.id = any (r.surfaced_ids)
+  where r.owner_id = tests.user_id('owner@priv.test') and m.title = 'Kafka secret partition plan'$$,
   'nor does it surface in their recall snapshots, though every question mentions Kafka');
 select ok((select bool_and(question is not null) from roi.probes where owner_id = tests.user_id('owner@priv.test')),
   'the questions exist: the owner simply cannot read them');
