@@ -11,8 +11,8 @@ operations per CPU second its kernels reach, beside what issue 44's goal asks of
 on 33 memories a second.
 
 `--peak`: the worker's memory as decision 0020 measured it, in a fresh process per arm (arms alternate):
-import litellm, load both offline models, then 8 threads each embed 5 batches of 4 questions with both
-models; VmRSS after each step and VmHWM at the end.
+import litellm as the worker does (`zm_roi.llm`), load both offline models, then 8 threads each embed 5
+batches of 4 questions with both models; VmRSS after each step and VmHWM at the end.
 
     PYTHONPATH=bench .venv/bin/python -m zm_roi_bench.embed_speed [--rounds 3] [--peak 3]
 """
@@ -176,7 +176,7 @@ def speed(corpus: Path, rounds: int) -> dict:
 def peak(arm: str, corpus: Path) -> dict:
     """One arm of --peak, in this (fresh) process."""
     steps = {"start": _status()}
-    import litellm  # noqa: F401 - its import is part of the worker's memory
+    from zm_roi import llm  # noqa: F401 - litellm's import, as the worker makes it, is part of its memory
 
     steps["litellm"] = _status()
     from zm_roi import embeddings

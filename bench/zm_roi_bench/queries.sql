@@ -290,7 +290,8 @@ from roi.verdicts v where v.judged_by = 'llm' and v.recorded_at >= %(since)s;
 -- ============================================================================================
 
 -- name: latency_owner
-insert into auth.users (email) values ('latency-owner@bench.test') returning id;
+-- A new owner each time, so that one cluster can take several measurements (worker_peak.py).
+insert into auth.users (email) values ('latency-owner-' || gen_random_uuid() || '@bench.test') returning id;
 
 -- name: latency_memories
 insert into public.memories (author_id, scope, kind, title, body)

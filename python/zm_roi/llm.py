@@ -26,6 +26,13 @@ from zm_roi.settings import MODEL_SCHEMA_FORMS  # noqa: E402
 # No "Give Feedback / Get Help" banner on stdout for every provider error: the worker logs one line.
 litellm.suppress_debug_info = True
 
+# litellm's import parses Claude's tokenizer file and keeps both the parsed objects (`json_data`, 13.7
+# MB of dicts and strings) and the string made from them (`claude_json_str`, which its Claude token
+# counter reads). Nothing reads the parsed copy again (litellm 1.110.2): dropped, the worker's peak falls
+# by about 11 MB (docs/decisions/0046-litellm-parsed-tokenizer-dropped.md). pop, not del: a litellm
+# that no longer keeps it must still import.
+vars(litellm.utils).pop("json_data", None)
+
 
 def _models_in(annotation: object) -> Iterator[type[pydantic.BaseModel]]:
     if isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel):

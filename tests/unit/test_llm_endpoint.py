@@ -107,3 +107,11 @@ def test_the_local_model_settings_default_to_what_a_hosted_model_needs():
     loaded = settings.load({"ZM_MODEL_CONTEXT_TOKENS": "8192", "ZM_MODEL_SCHEMA": "JSON_Schema"})
     assert (loaded.model_context_tokens, loaded.model_schema) == (8192, "json_schema")
     assert llm.SCHEMA_FORMS == settings.MODEL_SCHEMA_FORMS
+
+
+def test_claudes_prompts_are_counted_by_its_tokenizer_after_the_parsed_copy_is_dropped():
+    # llm.py drops litellm's parsed copy of Claude's tokenizer (13.7 MB the worker never reads); the
+    # string litellm's Claude counter builds the tokenizer from stays. 200 one-letter words are ~200
+    # tokens by that tokenizer, where the four-characters-a-token fallback says 101.
+    assert "json_data" not in vars(llm.litellm.utils)
+    assert llm.prompt_tokens("claude-opus-4-6", "a " * 200) > 200
