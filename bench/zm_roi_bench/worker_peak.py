@@ -56,10 +56,12 @@ def run(root: Path, checkouts: dict[str, Path], rounds: int, say) -> dict:
 
 
 def commit_of(checkout: Path) -> str:
-    """The checkout's commit, and whether its tree differs from it."""
+    """The checkout's commit, and whether its tracked files differ from it."""
     git = ["git", "-C", str(checkout)]
     commit = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    changed = subprocess.run([*git, "status", "--porcelain"], capture_output=True, text=True).stdout.strip()
+    changed = subprocess.run(
+        [*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+    ).stdout.strip()
     return f"{commit or checkout}{' with uncommitted changes' if changed else ''}"
 
 
