@@ -129,6 +129,11 @@ def quality(ranks: list[int | None], questions: list[dict]) -> dict:
     }
 
 
+def quality_cell(figures: dict) -> str:
+    """One question set's quality as a report's cell: hit@1 / hit@10 / MRR@10."""
+    return f"{figures['hit1']} / {figures['hit10']} / {figures['mrr']:.3f}"
+
+
 def run(root: Path, adr_corpus: Path, size: int, seed: int = 42, say: Callable[[str], None] = print) -> dict:
     """One layer of `size` rows on a throwaway cluster, both arms built on it and measured; the raw figures."""
     started, at_start = time.monotonic(), machine()

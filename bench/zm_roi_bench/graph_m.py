@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import re
 import statistics
@@ -31,7 +30,7 @@ import psycopg
 
 from zm_roi.identity import act_as, claims_for
 from zm_roi.localdb import project_root
-from zm_roi_bench import anchor, layers
+from zm_roi_bench import anchor, layers, report
 from zm_roi_bench.cluster import machine, server, throwaway_cluster
 from zm_roi_bench.pages import buffers
 from zm_roi_bench.sql import bench_query
@@ -160,15 +159,12 @@ def render(results: dict) -> str:
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
 
-    def q(figures: dict) -> str:
-        return f"{figures['hit1']} / {figures['hit10']} / {figures['mrr']:.3f}"
-
     for a in results["arms"]:
         lines.append(
             f"| {a['m']} | {a['build']} | {a['index_bytes_a_row']:,} | {a['build_seconds']} "
             f"| {a['hybrid_buffers_p50']:,.0f} | {a['e5_leg_buffers_p50']:,.0f} | {a['minilm_leg_buffers_p50']:,.0f} "
-            f"| {a['hybrid_execution_ms_p50']:.1f} | {q(a['quality']['paraphrased'])} "
-            f"| {q(a['quality']['templated'])} |"
+            f"| {a['hybrid_execution_ms_p50']:.1f} | {anchor.quality_cell(a['quality']['paraphrased'])} "
+            f"| {anchor.quality_cell(a['quality']['templated'])} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -176,23 +172,14 @@ def render(results: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     root = project_root()
     parser = argparse.ArgumentParser(prog="python -m zm_roi_bench.graph_m", description=__doc__)
-    parser.add_argument("--size", type=int, default=100_000)
-    parser.add_argument("--seed", type=int, default=42)
+    layers.one_layer_arguments(parser, root)
     parser.add_argument("--m", default=f"{SHIPPED_M},16,24", help="comma-separated values of m; the first is shipped")
     parser.add_argument("--builds", type=int, default=2, help="builds of each m, the arms taking turns")
-    parser.add_argument("--adr-corpus", default=str(root.parent / "shared" / "eval" / "public-adr-corpus.jsonl"))
-    parser.add_argument("--out", default=str(root / "bench" / "results"))
     args = parser.parse_args(argv)
     ms = tuple(int(m) for m in args.m.split(","))
     results = run(root, Path(args.adr_corpus), args.size, args.seed, ms, args.builds, lambda t: print(t, flush=True))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    stem = out / f"{results['date']}-graph-m-{args.size // 1000}k"
-    stem.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
-    stem.with_suffix(".md").write_text(render(results))
-    print(render(results))
-    print(f"report: {stem}.md")
-    return 0
+    results["label"] = f"graph-m-{args.size // 1000}k"
+    return report.publish(results, Path(args.out), render)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ embeddings the timed statement binds and every question carries) and the models 
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import random
@@ -267,6 +268,15 @@ def prepare(
     conn.autocommit = False
     storage = footprint.measure(conn)
     return built, dict(storage, written_seconds=round(written_in, 1), layer_indexes=indexed_in)
+
+
+def one_layer_arguments(parser: argparse.ArgumentParser, root: Path) -> None:
+    """What every lab on one real-text layer takes: its size, the copies' seed, the ADR corpus, where
+    the report goes."""
+    parser.add_argument("--size", type=int, default=100_000)
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--adr-corpus", default=str(root.parent / "shared" / "eval" / "public-adr-corpus.jsonl"))
+    parser.add_argument("--out", default=str(root / "bench" / "results"))
 
 
 def embedded_corpus(root: Path, adr_corpus: Path, say) -> tuple[list[dict], list[dict], dict]:

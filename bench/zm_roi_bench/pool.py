@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import statistics
 import time
@@ -32,7 +31,7 @@ import psycopg
 
 from zm_roi.identity import act_as, claims_for
 from zm_roi.localdb import project_root
-from zm_roi_bench import anchor, layers
+from zm_roi_bench import anchor, layers, report
 from zm_roi_bench.cluster import machine, server, throwaway_cluster
 from zm_roi_bench.pages import buffers
 from zm_roi_bench.sql import bench_query
@@ -218,17 +217,15 @@ def render(results: dict) -> str:
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
 
-    def q(figures: dict) -> str:
-        return f"{figures['hit1']} / {figures['hit10']} / {figures['mrr']:.3f}"
-
     total = sum(n.values())
     for key, a in results["arms"].items():
         hq, lq = a["hybrid_quality"], a["lexical_quality"]
         same_leg = f"{a['leg_lists_unchanged']} of {total}" if "leg_lists_unchanged" in a else "–"
         lines.append(
             f"| {key} | {a['hybrid_buffers_p50']:,.0f} | {a['leg_buffers_p50']:,.0f} | {a['hybrid_ms_p50']:.1f} "
-            f"| {a['hybrid_ms_p95']:.1f} | {q(hq['paraphrased'])} | {q(hq['templated'])} "
-            f"| {a['hybrid_lists_unchanged']} of {total} | {same_leg} | {q(lq['paraphrased'])} "
+            f"| {a['hybrid_ms_p95']:.1f} | {anchor.quality_cell(hq['paraphrased'])} "
+            f"| {anchor.quality_cell(hq['templated'])} "
+            f"| {a['hybrid_lists_unchanged']} of {total} | {same_leg} | {anchor.quality_cell(lq['paraphrased'])} "
             f"| {a['lexical_ms_p50']:.1f} |"
         )
     return "\n".join(lines) + "\n"
@@ -237,10 +234,7 @@ def render(results: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     root = project_root()
     parser = argparse.ArgumentParser(prog="python -m zm_roi_bench.pool", description=__doc__)
-    parser.add_argument("--size", type=int, default=100_000)
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--adr-corpus", default=str(root.parent / "shared" / "eval" / "public-adr-corpus.jsonl"))
-    parser.add_argument("--out", default=str(root / "bench" / "results"))
+    layers.one_layer_arguments(parser, root)
     parser.add_argument(
         "--arms",
         default=",".join(name(arm) for arm in ARMS),
@@ -250,14 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     arms = tuple(tuple(int(x) for x in arm.split("/")) for arm in args.arms.split(","))
     say = lambda text: print(text, flush=True)  # noqa: E731
     results = run(root, Path(args.adr_corpus), args.size, args.seed, say, arms)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    stem = out / f"{results['date']}-pool-{args.size // 1000}k"
-    stem.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
-    stem.with_suffix(".md").write_text(render(results))
-    print(render(results))
-    print(f"report: {stem}.md")
-    return 0
+    results["label"] = f"pool-{args.size // 1000}k"
+    return report.publish(results, Path(args.out), render)
 
 
 if __name__ == "__main__":

@@ -610,3 +610,11 @@ def write(run: dict, out_dir: Path, render_as: Callable[[dict], str] | None = No
     md.write_text((render_as or render)(run))
     raw.write_text(json.dumps(run, indent=2, default=str) + "\n")
     return md, raw
+
+
+def publish(run: dict, out_dir: Path, render_as: Callable[[dict], str]) -> int:
+    """A lab's report written (`write`) and printed, with where it went; the exit status of its main."""
+    md, _ = write(run, out_dir, render_as)
+    print(render_as(run))
+    print(f"report: {md}")
+    return 0

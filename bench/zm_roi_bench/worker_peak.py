@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import statistics
 import subprocess
 from pathlib import Path
 
 from zm_roi.localdb import project_root
-from zm_roi_bench import latency
+from zm_roi_bench import latency, report
 from zm_roi_bench.cluster import machine, throwaway_cluster
 
 
@@ -109,14 +108,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{arm}: {path} is not a zm-roi checkout (no python/zm_roi/worker.py)")
             return 2
     results = run(root, checkouts, args.rounds, lambda text: print(text, flush=True))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    stem = out / f"{results['date']}-worker-peak"
-    stem.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
-    stem.with_suffix(".md").write_text(render(results))
-    print(render(results))
-    print(f"report: {stem}.md")
-    return 0
+    results["label"] = "worker-peak"
+    return report.publish(results, Path(args.out), render)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,34 @@
+"""The postings-order bench's report, on figures of the shape its run writes."""
+
+from __future__ import annotations
+
+from zm_roi_bench import postings_order
+
+
+def arm(pages: int, hybrid: float, lexical: float) -> dict:
+    return {
+        "postings_heap_pages": pages,
+        "hybrid_buffers_p50": hybrid,
+        "lexical_leg_buffers_p50": lexical,
+        "e5_leg_buffers_p50": 1371,
+        "minilm_leg_buffers_p50": 752,
+        "hybrid_lists_unchanged": 81,
+        "quality": {"paraphrased": {"n": 41, "hit1": 25, "hit10": 31, "mrr": 0.666}},
+    }
+
+
+def test_the_report_puts_both_orders_side_by_side():
+    results = {
+        "date": "2026-12-07",
+        "size": 100_000,
+        "seed": 42,
+        "seconds": 600.4,
+        "questions": {"paraphrased": 41, "templated": 40},
+        "shape_alone": [{"heap_order": "random", "heap_pages": 37_500, "key": 7, "rows": 1453, "buffers": 357}],
+        "arms": {"memory order": arm(41_000, 4730, 2600), "list order": arm(41_002, 3650, 1520)},
+    }
+    report = postings_order.render(results)
+    assert "| memory order | 41,000 | 4,730 | 2,600 | 1,371 | 752 | 81 of 81 | 25 / 31 / 0.666 |" in report
+    assert "| list order | 41,002 | 3,650 | 1,520 | 1,371 | 752 | 81 of 81 | 25 / 31 / 0.666 |" in report
+    assert "took 600 s" in report.lower()
+    assert "| random | 37,500 | 7 | 1,453 | 357 |" in report
