@@ -167,6 +167,14 @@ def render(results: dict) -> str:
         "| paraphrased hit@1 / hit@10 / MRR |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
+    for name, a in results["arms"].items():
+        p = a["quality"]["paraphrased"]
+        lines.append(
+            f"| {name} | {a['postings_heap_pages']:,} | {a['hybrid_buffers_p50']:,.0f} "
+            f"| {a['lexical_leg_buffers_p50']:,.0f} | {a['e5_leg_buffers_p50']:,.0f} "
+            f"| {a['minilm_leg_buffers_p50']:,.0f} | {a['hybrid_lists_unchanged']} of {total} "
+            f"| {anchor.quality_cell(p)} |"
+        )
     lines += [
         "",
         "The shape alone, without recall: 4,500,000 rows in lists of ~1,500 by key, read 1,500 rows of one key "
@@ -179,14 +187,6 @@ def render(results: dict) -> str:
         f"| {f['heap_order']} | {f['heap_pages']:,} | {f['key']} | {f['rows']:,} | {f['buffers']:,} |"
         for f in results["shape_alone"]
     ]
-    for name, a in results["arms"].items():
-        p = a["quality"]["paraphrased"]
-        lines.append(
-            f"| {name} | {a['postings_heap_pages']:,} | {a['hybrid_buffers_p50']:,.0f} "
-            f"| {a['lexical_leg_buffers_p50']:,.0f} | {a['e5_leg_buffers_p50']:,.0f} "
-            f"| {a['minilm_leg_buffers_p50']:,.0f} | {a['hybrid_lists_unchanged']} of {total} "
-            f"| {anchor.quality_cell(p)} |"
-        )
     return "\n".join(lines) + "\n"
 
 

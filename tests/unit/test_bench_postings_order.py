@@ -32,3 +32,5 @@ def test_the_report_puts_both_orders_side_by_side():
     assert "| list order | 41,002 | 3,650 | 1,520 | 1,371 | 752 | 81 of 81 | 25 / 31 / 0.666 |" in report
     assert "took 600 s" in report.lower()
     assert "| random | 37,500 | 7 | 1,453 | 357 |" in report
+    # Each table whole: the layer's rows under their header, the shape's after them.
+    assert report.index("| list order |") < report.index("The shape alone") < report.index("| random |")
