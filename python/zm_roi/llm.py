@@ -29,7 +29,7 @@ litellm.suppress_debug_info = True
 # litellm's import parses Claude's tokenizer file and keeps both the parsed objects (`json_data`, 13.7
 # MB of dicts and strings) and the string made from them (`claude_json_str`, which its Claude token
 # counter reads). Nothing reads the parsed copy again (litellm 1.110.2): dropped, the worker's peak falls
-# by about 11 MB (docs/decisions/0046-litellm-parsed-tokenizer-dropped.md). pop, not del: a litellm
+# by about 14 MB (docs/decisions/0046-litellm-parsed-tokenizer-dropped.md). pop, not del: a litellm
 # that no longer keeps it must still import.
 vars(litellm.utils).pop("json_data", None)
 
