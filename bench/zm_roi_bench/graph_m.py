@@ -154,6 +154,8 @@ def render(results: dict) -> str:
         f"alone at depth 20. Load {results['machine']['load_average_at_start']} at the start, "
         f"{results['load_average_at_measurements']} at the measurements; took {results['seconds']:.0f} s.",
         "",
+        report.machine_line(results["machine"]),
+        "",
         "| m | build | index bytes a row | build s | hybrid buffers p50 | e5 leg | MiniLM leg | hybrid ms p50 "
         "| paraphrased hit@1 / hit@10 / MRR | templated hit@1 / hit@10 / MRR |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",

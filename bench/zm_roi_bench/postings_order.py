@@ -163,6 +163,8 @@ def render(results: dict) -> str:
         "the member. Buffers: p50 of EXPLAIN (ANALYZE, BUFFERS), the hybrid and each leg alone at depth 20 (the "
         f"lexical leg with the hybrid's pool of 300). Took {results['seconds']:.0f} s.",
         "",
+        report.machine_line(results["machine"]),
+        "",
         "| postings | heap pages | hybrid buffers p50 | lexical leg | e5 leg | MiniLM leg | hybrid top 10 unchanged "
         "| paraphrased hit@1 / hit@10 / MRR |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",

@@ -73,13 +73,13 @@ def summarise(peaks: dict[str, list[float]]) -> dict:
 
 def render(results: dict) -> str:
     s = results["summary"]
-    m = results["machine"]
     lines = [
         f"# The worker's peak memory, two checkouts side by side ({results['date']})",
         "",
-        f"`python -m zm_roi_bench.worker_peak` on {m['cpu_model']}, {m['cores']} cores, {m['memory_gb']} GB, "
-        f"load {m['load_average_at_start'][0]} at the start. The real `zm-roi worker`, 8 lanes, a 1 s model: "
-        "20 questions written and embedded, then judged. VmHWM in MB.",
+        "`python -m zm_roi_bench.worker_peak`: the real `zm-roi worker`, 8 lanes, a 1 s model: 20 questions "
+        "written and embedded, then judged. VmHWM in MB.",
+        "",
+        report.machine_line(results["machine"]),
         "",
         "| arm | commit | peaks, round by round | median | min–max |",
         "| --- | --- | --- | --- | --- |",

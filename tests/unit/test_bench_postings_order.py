@@ -23,6 +23,7 @@ def test_the_report_puts_both_orders_side_by_side():
         "size": 100_000,
         "seed": 42,
         "seconds": 600.4,
+        "machine": {"cpu_model": "cpu", "cores": 2, "memory_gb": 24.0, "load_average_at_start": [1.5, 1, 1]},
         "questions": {"paraphrased": 41, "templated": 40},
         "shape_alone": [{"heap_order": "random", "heap_pages": 37_500, "key": 7, "rows": 1453, "buffers": 357}],
         "arms": {"memory order": arm(41_000, 4730, 2600), "list order": arm(41_002, 3650, 1520)},
@@ -31,6 +32,7 @@ def test_the_report_puts_both_orders_side_by_side():
     assert "| memory order | 41,000 | 4,730 | 2,600 | 1,371 | 752 | 81 of 81 | 25 / 31 / 0.666 |" in report
     assert "| list order | 41,002 | 3,650 | 1,520 | 1,371 | 752 | 81 of 81 | 25 / 31 / 0.666 |" in report
     assert "took 600 s" in report.lower()
+    assert "Machine: cpu, 2 cores, 24.0 GB" in report
     assert "| random | 37,500 | 7 | 1,453 | 357 |" in report
     # Each table whole: the layer's rows under their header, the shape's after them.
     assert report.index("| list order |") < report.index("The shape alone") < report.index("| random |")

@@ -27,3 +27,4 @@ def test_the_report_gives_each_arms_peaks_in_order_and_the_difference():
     assert "| base | `6ab0461` | 340.8, 339.9, 340.0, 340.3 | 340.15 | 339.9–340.8 |" in report
     assert "| head | `1a2b3c4` | 326.3, 326.8, 326.6, 326.7 | 326.65 | 326.3–326.8 |" in report
     assert "**-13.5 MB**" in report
+    assert "Machine: cpu, 2 cores, 24.0 GB, load at start [1.5, 1, 1]." in report
