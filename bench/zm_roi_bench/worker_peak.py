@@ -66,7 +66,9 @@ def commit_of(checkout: Path) -> str:
 
 def summarise(peaks: dict[str, list[float]]) -> dict:
     """Each arm's median, lowest and highest peak, and the head's median less the base's."""
-    summary = {arm: {"median": statistics.median(v), "min": min(v), "max": max(v)} for arm, v in peaks.items()}
+    summary = {
+        arm: {"median": round(statistics.median(v), 2), "min": min(v), "max": max(v)} for arm, v in peaks.items()
+    }
     summary["head_minus_base_mb"] = round(summary["head"]["median"] - summary["base"]["median"], 1)
     return summary
 
