@@ -51,7 +51,12 @@ from zm_roi_bench.timing import Series, timed
 EMAIL = "layers@zm-roi.example"
 LAYER_SIZES = (1_000, 10_000, 100_000)
 ROUNDS = 2  # blocks per layer and recall; each asks every question twice (measure)
-NOISE = 0.02  # per-dimension perturbation of a copy's embedding, before it is normalised again
+# Per column, the per-dimension perturbation of a copy's vector (before it is normalised again), set so that
+# a copy moves as far from its original as the column's model moves a real varied copy (varied_copy's text,
+# 150 of them embedded for real): median cosine e5 0.989, MiniLM 0.904; `python -m zm_roi_bench.copy_noise`,
+# bench/results/2026-12-07-copy-noise.md. One 0.02 for both (cosine 0.931) had flipped twice the sign bits
+# of a real e5 copy, since e5's vectors lie close together (docs/decisions/0048-copies-move-as-real-copies-do.md).
+NOISE = {"embedding": 0.0077, "embedding_minilm": 0.0242}
 TEMPLATED = 40  # template questions of demo memories, besides the paraphrases
 RECALLS = ("lexical_before", "lexical", "hybrid_before", "hybrid")
 # The embedding columns and their models, as the offline configuration fills them (e5 and MiniLM).
@@ -81,8 +86,8 @@ def first_sentence(text: str) -> str:
     return text.split(". ")[0].rstrip(".") + "."
 
 
-def perturbed(vector: list[float], rng: random.Random) -> list[float]:
-    noisy = [x + rng.gauss(0, NOISE) for x in vector]
+def perturbed(vector: list[float], rng: random.Random, noise: float) -> list[float]:
+    noisy = [x + rng.gauss(0, noise) for x in vector]
     norm = sum(x * x for x in noisy) ** 0.5
     return [x / norm for x in noisy]
 
@@ -103,15 +108,24 @@ def layer_rows(memories: list[dict], vectors: dict[str, list[list[float]]], size
     rng = random.Random(seed)  # noqa: S311 - reproducible perturbations, not secrets
     n = len(memories)
     for i in range(size):
-        base, copy = memories[i % n], i // n
-        if copy == 0:
+        base = memories[i % n]
+        if i < n:
             literals = {column: embeddings.literal(v[i]) for column, v in vectors.items()}
             yield i, base["kind"], base["title"], base["body"], literals
             continue
-        other = memories[(i * 7 + copy) % n]
-        literals = {column: embeddings.literal(perturbed(v[i % n], rng)) for column, v in vectors.items()}
-        body = f"{base['body']} {first_sentence(other['body'])}"
-        yield i % n, base["kind"], f"{base['title']} ({copy})", body, literals
+        literals = {
+            column: embeddings.literal(perturbed(v[i % n], rng, NOISE[column])) for column, v in vectors.items()
+        }
+        yield (i % n, base["kind"], *varied_copy(memories, i), literals)
+
+
+def varied_copy(memories: list[dict], i: int) -> tuple[str, str]:
+    """Row `i`'s title and body, past the originals: its original's title numbered by the copy, and its
+    body followed by another memory's first sentence."""
+    n = len(memories)
+    base, copy = memories[i % n], i // n
+    other = memories[(i * 7 + copy) % n]
+    return f"{base['title']} ({copy})", f"{base['body']} {first_sentence(other['body'])}"
 
 
 def build(conn: psycopg.Connection, memories: list[dict], vectors: dict, sizes, seed: int, say) -> dict:
