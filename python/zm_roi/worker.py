@@ -18,6 +18,7 @@ Logs carry ids and outcomes, never question or memory text.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import signal
 import threading
@@ -110,6 +111,21 @@ def describe(exc: BaseException) -> str:
     return text[:300]
 
 
+# glibc's mallopt parameter for the most malloc arenas a process keeps (malloc.h).
+M_ARENA_MAX = -8
+MALLOC_ARENAS = 2
+
+
+def fewer_malloc_arenas() -> bool:
+    """At most MALLOC_ARENAS malloc arenas in this process, before the lanes start; whether glibc took it.
+    glibc gives threads that allocate at once arenas of their own (up to 8 a core), and each keeps what its
+    thread freed: with two, the real worker's peak with 8 calls in flight fell by 2.5 MB (medians of 3 runs
+    each, taking turns; decision 0047). The lanes hold the GIL while they allocate, so they rarely contend
+    for an arena. Elsewhere than glibc, nothing changes."""
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
+    return bool(mallopt and mallopt(M_ARENA_MAX, MALLOC_ARENAS) == 1)
+
+
 class Worker:
     """Processes queued rows until stopped. `complete` is litellm.completion unless a test injects one."""
 
@@ -156,6 +172,7 @@ class Worker:
         hits a bug (not a provider, network or parse failure) releases its row and stops every lane
         after their rows in hand; run() then raises that error.
         """
+        fewer_malloc_arenas()
         lanes = [
             threading.Thread(target=self._lane, args=(once,), name=f"zm-roi-worker-{n}", daemon=True)
             for n in range(max(1, self.config.concurrency))

@@ -17,7 +17,7 @@ def test_the_noise_for_a_cosine_by_hand():
 
 def test_copies_perturbed_by_that_noise_keep_that_cosine_in_seeded_simulation():
     """(Fails if `perturbed` drops its noise argument for a constant: the e5 copies then sit at 0.931.)"""
-    rng = random.Random(7)
+    rng = random.Random(7)  # noqa: S311 - a reproducible simulation, not secrets
     for target in (0.9889, 0.9038):
         noise = copy_noise.noise_for_cosine(target)
         cosines = []
