@@ -166,13 +166,33 @@ def e5_file() -> Path:
 
 
 def _read_only(ranges: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
-    """The ranges made read-only, those that could not be left out: dropping a page of them then loses
-    nothing, since none can have been written since (a write would fault, loudly, not vanish)."""
-    kept = []
-    for start, length, permissions in ranges:
-        if "w" not in permissions or _libc.mprotect(start, length, mmap.PROT_READ) == 0:
-            kept.append((start, length, permissions.replace("w", "-")))
-    return kept
+    """The ranges whose pages are all the file's, each made read-only first: dropping a page of them then
+    loses nothing. A range mprotect refuses is left out, and so is one holding a page written before
+    (a private copy, which smaps counts as anonymous): it would revert to the file's bytes. Once read-only,
+    a write would fault, loudly, instead of vanishing."""
+    frozen = [
+        (start, length, permissions.replace("w", "-"))
+        for start, length, permissions in ranges
+        if "w" not in permissions or _libc.mprotect(start, length, mmap.PROT_READ) == 0
+    ]
+    written = _written_starts({start for start, _, _ in frozen})
+    return [r for r in frozen if r[0] not in written]
+
+
+def _written_starts(starts: set[int]) -> set[int]:
+    """Those of the ranges starting at `starts` that hold a privately written page (smaps' Anonymous)."""
+    written, current = set(), None
+    try:
+        with open("/proc/self/smaps") as smaps:
+            for line in smaps:
+                fields = line.split()
+                if "-" in fields[0] and not fields[0].endswith(":"):
+                    current = int(fields[0].split("-")[0], 16)
+                elif fields[0] == "Anonymous:" and current in starts and int(fields[1]) > 0:
+                    written.add(current)
+    except OSError:
+        return starts
+    return written
 
 
 def _drop_pages(ranges: list[tuple[int, int, str]]) -> None:

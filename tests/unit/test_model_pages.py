@@ -84,3 +84,24 @@ def test_minilm_s_weights_are_mapped_read_only_and_dropped_after_each_call():
 
 def _minilm(texts: list[str]) -> numpy.ndarray:
     return numpy.array(embeddings.embed(texts, as_query=True, model=embeddings.MINILM_MODEL).vectors)
+
+
+def test_a_mapping_with_a_page_written_is_never_dropped(tmp_path):
+    """A writable private mapping is made read-only before its pages may be dropped, unless a page of it
+    was written already: dropping would revert that page to the file's bytes. (Fails with _read_only
+    keeping every range mprotect accepts: both mappings are then kept.)"""
+    import ctypes
+    import mmap
+
+    path = tmp_path / "weights"
+    path.write_bytes(b"\1" * 65536)
+    with path.open("rb") as file:
+        untouched = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_COPY)
+        written = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_COPY)
+    written[0] = 2
+    view = ctypes.c_char.from_buffer(untouched)
+    address = ctypes.addressof(view)
+    del view
+    kept = embeddings._read_only(embeddings.mapped_ranges(path))
+    assert [(start, permissions[:3]) for start, _, permissions in kept] == [(address, "r--")]
+    assert untouched[0] == 1 and written[0] == 2
