@@ -113,10 +113,12 @@ def corpus(adr_corpus: Path, seed: int, vectors: str, say) -> tuple[list[dict], 
     return memories, embedded, with_query_vectors([{"question": p["question"]} for p in paraphrases[:QUESTIONS]])
 
 
-def write_layer(conn: psycopg.Connection, memories: list[dict], vectors: dict, size: int, seed: int, say) -> str:
+def write_layer(
+    conn: psycopg.Connection, memories: list[dict], vectors: dict, size: int, seed: int, say, fill_vectors: bool = True
+) -> str:
     """A project of `size` rows written as the import writes them; returns its id. With `vectors` (the
     originals' real embeddings per column) a row gets its original's, perturbed as the layer bench does;
-    without, a random unit vector per column."""
+    without, a random unit vector per column; with `fill_vectors` false, none (the rows and postings alone)."""
     name = f"pages layer of {size}"
     rows = list(layer_rows(memories, vectors, size, seed))
     say(f"importing {size:,} rows (embeddings off)")
@@ -126,6 +128,8 @@ def write_layer(conn: psycopg.Connection, memories: list[dict], vectors: dict, s
         insert_memories(conn, lines, Target(EMAIL, project=name))
         conn.commit()
     project_id = conn.execute(bench_query("layers_project_id"), {"name": name}).fetchone()[0]
+    if not fill_vectors:
+        return str(project_id)
     literals = {(title, body): by_column for _, _, title, body, by_column in rows}
     rng = random.Random(seed)  # noqa: S311 - reproducible vectors, not secrets
     stored = conn.execute(bench_query("pages_project_rows"), {"project_id": project_id}).fetchall()

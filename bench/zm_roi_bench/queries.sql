@@ -720,21 +720,21 @@ create schema routes_scratch;
 create table routes_scratch.lexicon (id integer generated always as identity primary key, lexeme text unique not null);
 insert into routes_scratch.lexicon (lexeme) select distinct lexeme from public.memory_postings order by 1;
 create table routes_scratch.postings (
-  memory_id uuid not null, lexeme_id integer not null, impact real not null, scope text not null,
-  layer_id uuid not null, author_id uuid not null
+  memory_id uuid not null, layer_id uuid not null, lexeme_id integer not null, impact real not null,
+  layer_kind "char" not null
 );
 insert into routes_scratch.postings
-select p.memory_id, l.id, p.impact, p.scope, p.layer_id, p.author_id
+select p.memory_id, p.layer_id, l.id, p.impact, p.layer_kind
 from public.memory_postings p join routes_scratch.lexicon l using (lexeme);
-create index postings_impact_idx on routes_scratch.postings (layer_id, lexeme_id, impact desc) include (scope, memory_id);
+create index postings_impact_idx on routes_scratch.postings (layer_id, lexeme_id, impact desc) include (layer_kind, memory_id);
 
 -- name: routes_postings_lexicon_pkey
 alter table routes_scratch.postings add primary key (memory_id, lexeme_id);
 
 -- name: routes_postings_copy
 create table routes_scratch.postings_copy as select * from public.memory_postings;
-create index postings_copy_impact_idx on routes_scratch.postings_copy (layer_id, lexeme, impact desc) include (scope, memory_id);
-alter table routes_scratch.postings_copy add primary key (memory_id, lexeme);
+create index postings_copy_impact_idx on routes_scratch.postings_copy (layer_id, lexeme, impact desc) include (layer_kind, memory_id);
+create index postings_copy_memory_idx on routes_scratch.postings_copy (memory_id);
 
 -- name: routes_scratch_sizes
 select c.relname, pg_table_size(c.oid) as heap, pg_indexes_size(c.oid) as indexes
@@ -793,85 +793,6 @@ select count(*) from anchor.documents;
 -- name: anchor_default_text_search_config
 show default_text_search_config;
 
--- Postings in blocks (decision 0027's prototype), built beside the real ones from their rows: one row per
--- layer, lexeme, impact band (a quarter of a natural-log unit) and block, holding the block's memory ids
--- and impacts, highest impact first. `per_statement` blocks: one per write statement
--- of `statement` memories (what a statement trigger would write); `merged`: at most `block` postings a
--- block across statements (what a compaction would leave). No trigger or policy reads them.
--- name: routes_postings_blocks
-create table routes_scratch.{name} (
-  layer_id uuid not null, lexeme text not null, band smallint not null, scope text not null,
-  author_id uuid not null, n smallint not null, memory_ids uuid[] not null, impacts real[] not null
-);
-alter table routes_scratch.{name} alter memory_ids set storage main, alter impacts set storage main;
-insert into routes_scratch.{name}
-select layer_id, lexeme, band, scope, author_id, count(*), array_agg(memory_id order by impact desc),
-       array_agg(impact order by impact desc)
-from (
-  select p.*, floor(ln(greatest(p.impact, 1e-30)) * 4)::smallint as band,
-         case when {statement} > 0 then s.written / {statement}
-              else (row_number() over (partition by p.layer_id, p.lexeme, floor(ln(greatest(p.impact, 1e-30)) * 4)
-                                       order by p.impact desc) - 1) / {block} end as block
-  from public.memory_postings p
-  join (select id, row_number() over (order by created_at, id) - 1 as written from public.memories) s
-    on s.id = p.memory_id
-) x
-group by layer_id, lexeme, band, scope, author_id, block;
-create index on routes_scratch.{name} (layer_id, lexeme, band desc) include (scope, n);
-
--- A question's lists as the lexical leg reads them (the per_term postings of highest impact of each of
--- its lexemes in the layer, summed by memory), from the real postings; as the superuser, like the
--- blocks' read below.
--- name: routes_postings_read
-explain (analyze, buffers, format json)
-with terms as (select unnest(tsvector_to_array(to_tsvector('english', %(question)s))) as lexeme)
-select h.memory_id, sum(h.impact)
-from terms t cross join lateral (
-  select p.memory_id, p.impact from public.memory_postings p
-  where p.layer_id = %(layer)s and p.lexeme = t.lexeme and p.scope = 'project'
-  order by p.impact desc limit %(per_term)s) h
-group by h.memory_id;
-
--- The same lists from blocks: the bands each list needs (the blocks' index alone), then those bands'
--- blocks unnested and cut at per_term.
--- name: routes_blocks_read
-explain (analyze, buffers, format json)
-with terms as (select unnest(tsvector_to_array(to_tsvector('english', %(question)s))) as lexeme),
-per_band as (
-  select b.lexeme, b.band, sum(b.n) as n from routes_scratch.{name} b join terms t
-    on b.layer_id = %(layer)s and b.lexeme = t.lexeme and b.scope = 'project'
-  group by b.lexeme, b.band),
-needed as (
-  select lexeme, band from (
-    select lexeme, band, sum(n) over (partition by lexeme order by band desc) - n as above from per_band) a
-  where above < %(per_term)s),
-listed as (
-  select b.lexeme, u.memory_id, u.impact,
-         row_number() over (partition by b.lexeme order by u.impact desc) as r
-  from needed d join routes_scratch.{name} b
-    on b.layer_id = %(layer)s and b.lexeme = d.lexeme and b.band = d.band and b.scope = 'project'
-  cross join lateral unnest(b.memory_ids, b.impacts) u(memory_id, impact))
-select memory_id, sum(impact) from listed where r <= %(per_term)s group by memory_id;
-
--- The postings' write cost with each set of indexes (decision 0027): an empty copy of the table, and the
--- real postings written into it again one write statement of the importer's batch at a time.
--- name: routes_postings_write_table
-drop table if exists routes_scratch.{name};
-create table routes_scratch.{name} (like public.memory_postings including defaults);
-create index on routes_scratch.{name} (layer_id, lexeme, impact desc) include (scope, memory_id);
-
--- name: routes_postings_write_staged
-create table routes_scratch.staged as
-select p.*, s.batch from public.memory_postings p
-join (select id, (row_number() over (order by created_at, id) - 1) / 500 as batch from public.memories) s
-  on s.id = p.memory_id;
-create index on routes_scratch.staged (batch);
-analyze routes_scratch.staged;
-
--- name: routes_postings_write_batch
-insert into routes_scratch.{name}
-select memory_id, lexeme, impact, scope, layer_id, author_id from routes_scratch.staged where batch = %(batch)s;
-
 -- recall_quality --sweep (decision 0030): one semantic leg over the whole corpus as one layer, its
 -- `candidates` best by the Hamming distance of the stored sign bits (roi.embedding_bits, the shipped
 -- centres) ranked again exactly, as roi.recall_semantic_leg ranks them; no cut when candidates is null.
@@ -888,3 +809,76 @@ select m.id from public.memories m
 where m.id = any (array(select c.id from candidates c))
 order by m.embedding operator(extensions.<=>) %(embedding)s::extensions.halfvec, m.created_at desc, m.id
 limit 10;
+
+-- The postings as blocks in impact order (blocks.py): one row per layer, lexeme and block number, holding
+-- {block} memory ids and their impacts, a list's highest impacts in block 0 (ties by memory id, as a
+-- compaction would write them). storage main keeps the arrays in the row, which fits a page.
+-- name: blocks_build
+create table blocks_scratch.{name} (
+  layer_id uuid not null, block smallint not null, layer_kind "char" not null, lexeme text not null,
+  memory_ids uuid[] not null, impacts real[] not null
+);
+alter table blocks_scratch.{name} alter memory_ids set storage main, alter impacts set storage main;
+insert into blocks_scratch.{name}
+select layer_id, (r / {block})::smallint, layer_kind, lexeme, array_agg(memory_id order by r), array_agg(impact order by r)
+from (
+  select p.layer_id, p.layer_kind, p.lexeme, p.memory_id, p.impact,
+         row_number() over (partition by p.layer_id, p.layer_kind, p.lexeme order by p.impact desc, p.memory_id) - 1 as r
+  from public.memory_postings p
+) x
+group by layer_id, layer_kind, lexeme, r / {block};
+create index on blocks_scratch.{name} (layer_id, lexeme, block) include (layer_kind);
+
+-- A question's lists as the lexical leg reads them (the per_term postings of highest impact of each of its
+-- lexemes in the layer), from the real postings: an index-only scan per lexeme. Totals only, so that the
+-- client's time is the read's and not the rows' transfer.
+-- name: blocks_postings_read
+with terms as (select unnest(tsvector_to_array(to_tsvector('english', %(question)s))) as lexeme),
+listed as (
+  select h.memory_id, sum(h.impact) as impact
+  from terms t cross join lateral (
+    select p.memory_id, p.impact from public.memory_postings p
+    where p.layer_id = %(layer)s and p.lexeme = t.lexeme and p.layer_kind = 'p'
+    order by p.impact desc limit %(per_term)s) h
+  group by h.memory_id)
+select sum(impact), count(*) from listed;
+
+-- The same lists from blocks in impact order: each list's first blocks, sliced at per_term.
+-- name: blocks_read
+with terms as (select unnest(tsvector_to_array(to_tsvector('english', %(question)s))) as lexeme),
+listed as (
+  select u.memory_id, sum(u.impact) as impact
+  from terms t
+  join blocks_scratch.{name} b
+    on b.layer_id = %(layer)s and b.lexeme = t.lexeme and b.layer_kind = 'p'
+       and b.block < (%(per_term)s + {block} - 1) / {block}
+  cross join lateral unnest(b.memory_ids, b.impacts) with ordinality u(memory_id, impact, position)
+  where b.block * {block} + u.position <= %(per_term)s
+  group by u.memory_id)
+select sum(impact), count(*) from listed;
+
+-- Rows and bytes of the real postings and of each block table: heap with TOAST, and indexes (rows as vacuum
+-- counted them, exact after its full pass over a table nobody else writes).
+-- name: blocks_sizes
+select c.relname, c.reltuples::bigint, pg_table_size(c.oid), pg_indexes_size(c.oid)
+from pg_class c
+where c.oid = 'public.memory_postings'::regclass
+   or (c.relnamespace = 'blocks_scratch'::regnamespace and c.relkind = 'r')
+order by c.oid = 'public.memory_postings'::regclass desc, c.relname;
+
+-- The same lists from the same blocks, the arrays sliced at per_term and unnested in the select list (a
+-- set-returning function there streams its rows; in FROM it fills a tuplestore first).
+-- name: blocks_read_sliced
+with terms as (select unnest(tsvector_to_array(to_tsvector('english', %(question)s))) as lexeme),
+listed as (
+  select x.memory_id, sum(x.impact) as impact
+  from (
+    select unnest(b.memory_ids[1:%(per_term)s - b.block * {block}]) as memory_id,
+           unnest(b.impacts[1:%(per_term)s - b.block * {block}]) as impact
+    from terms t
+    join blocks_scratch.{name} b
+      on b.layer_id = %(layer)s and b.lexeme = t.lexeme and b.layer_kind = 'p'
+         and b.block < (%(per_term)s + {block} - 1) / {block}
+  ) x
+  group by x.memory_id)
+select sum(impact), count(*) from listed;

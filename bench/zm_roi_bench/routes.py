@@ -14,10 +14,8 @@ layouts compare without dead space):
 Besides: the average bytes of each column, one layer's HNSW index as pg_cron builds it, the pages one
 semantic leg reads exactly from today's covering index and with the bit index plus a re-rank of its
 best 80 from the heap, and the postings rebuilt in two compact layouts (lexemes as integer ids into a
-lexicon, with and without the primary key) beside a plain copy, for their sizes; and in blocks (decision
-0027's prototype: arrays of memory ids and impacts per layer, lexeme and impact band, one block per write
-statement or merged), their sizes and the pages and ms of reading a question's lists from them against the
-real postings (`--postings-only` measures just these, after `today`).
+lexicon, with and without a primary key) beside a plain copy, for their sizes. The postings in blocks are
+blocks.py's (decision 0049).
 """
 
 from __future__ import annotations
@@ -36,9 +34,6 @@ from zm_roi_bench.layers import EMAIL, real_memories
 from zm_roi_bench.sql import bench_query
 
 LEG_BUFFERS = ("routes_exact_leg_buffers", "routes_bq_leg_buffers")
-PER_TERM = 1500  # roi.recall_lexical_leg's per_term
-# The blocks of the prototype: per write statement of the importer's batch, and merged up to 256 a block.
-BLOCKS = {"blocks_per_statement": {"statement": 500, "block": 0}, "blocks_merged": {"statement": 0, "block": 256}}
 
 
 def maintenance(conn: psycopg.Connection, *names: str) -> None:
@@ -118,82 +113,7 @@ def bit_route(conn: psycopg.Connection, project_id: str, questions: list[dict]) 
     return figure
 
 
-def lists_read(conn: psycopg.Connection, name: str, params: dict, questions: list[dict]) -> dict:
-    """p50 shared buffers and ms of reading each question's lists (real postings, or the blocks `name`), and
-    the total of their summed impacts and their memories, which equal the real postings' if the lists do."""
-    text = bench_query(name).replace("{name}", params.get("name", ""))
-    touched, ms, totals = [], [], [0.0, 0]
-    for q in questions:
-        values = {**params, "question": q["question"]}
-        plan = conn.execute(text, values).fetchone()[0]
-        touched.append(pages.buffers(plan))
-        ms.append(plan[0]["Execution Time"])
-        rows = conn.execute(text.split("\n", 1)[1], values).fetchall()
-        totals[0] += sum(r[1] for r in rows)
-        totals[1] += len(rows)
-    conn.commit()
-    return {
-        "buffers_p50": statistics.median(touched),
-        "ms_p50": round(statistics.median(ms), 2),
-        "impact_total": round(totals[0], 3),
-        "memories": totals[1],
-    }
-
-
-def blocks_route(conn: psycopg.Connection, project_id: str, questions: list[dict]) -> dict:
-    """The postings in blocks beside the real ones: sizes, and the lists read from each."""
-    conn.execute("create schema if not exists routes_scratch")
-    params = {"layer": project_id, "per_term": PER_TERM}
-    figure = {"postings": lists_read(conn, "routes_postings_read", params, questions)}
-    for name, shape in BLOCKS.items():
-        text = bench_query("routes_postings_blocks").replace("{name}", name)
-        conn.execute(text.replace("{statement}", str(shape["statement"])).replace("{block}", str(shape["block"])))
-        conn.commit()
-        conn.autocommit = True
-        conn.execute(f"vacuum analyze routes_scratch.{name}")
-        conn.autocommit = False
-        rows = conn.execute(f"select count(*), sum(n) from routes_scratch.{name}").fetchone()
-        figure[name] = {
-            **shape,
-            "rows": rows[0],
-            "postings": int(rows[1]),
-            **lists_read(conn, "routes_blocks_read", {**params, "name": name}, questions),
-        }
-    figure["sizes"] = dict_sizes(conn)
-    figure["writes"] = write_seconds(conn)
-    return figure
-
-
-# The postings' indexes besides the impact index, one set per layout: today's primary key, and the
-# deduplicated index on memory_id that replaced it.
-WRITE_LAYOUTS = {
-    "primary key (memory_id, lexeme)": "alter table routes_scratch.{name} add primary key (memory_id, lexeme)",
-    "index on memory_id": "create index on routes_scratch.{name} (memory_id)",
-}
-
-
-def write_seconds(conn: psycopg.Connection, rounds: int = 4) -> dict:
-    """Seconds to write the real postings again in statements of 500 memories, each layout's indexes in
-    place, the layouts taking turns (which goes first alternates by round); p50 over the rounds."""
-    conn.execute(bench_query("routes_postings_write_staged"))
-    batches = conn.execute("select max(batch) + 1 from routes_scratch.staged").fetchone()[0]
-    seconds: dict = {layout: [] for layout in WRITE_LAYOUTS}
-    for r in range(rounds):
-        order = list(WRITE_LAYOUTS) if r % 2 == 0 else list(reversed(WRITE_LAYOUTS))
-        for i, layout in enumerate(order):
-            name = f"write_{i}"
-            conn.execute(bench_query("routes_postings_write_table").replace("{name}", name))
-            conn.execute(WRITE_LAYOUTS[layout].replace("{name}", name))
-            conn.commit()
-            started = time.monotonic()
-            for batch in range(batches):
-                conn.execute(bench_query("routes_postings_write_batch").replace("{name}", name), {"batch": batch})
-                conn.commit()
-            seconds[layout].append(round(time.monotonic() - started, 2))
-    return {layout: {"seconds": s, "p50": statistics.median(s)} for layout, s in seconds.items()}
-
-
-def run(size: int, seed: int, adr_corpus: Path, hnsw: bool, say=print, postings_only: bool = False) -> dict:
+def run(size: int, seed: int, adr_corpus: Path, hnsw: bool, say=print) -> dict:
     os.environ["ZM_EMBEDDING_MODEL"] = "none"
     memories, paraphrases = real_memories(pages.ROOT, adr_corpus)
     questions = pages.random_questions(paraphrases, seed)
@@ -209,10 +129,6 @@ def run(size: int, seed: int, adr_corpus: Path, hnsw: bool, say=print, postings_
         maintenance(conn, "pages_vacuum_analyze")
         say("today, after vacuum analyze")
         routes["today"] = snapshot(conn, recall)
-        if postings_only:
-            say("postings in blocks")
-            figures["postings_blocks"] = blocks_route(conn, project_id, questions)
-            return figures
         maintenance(conn, "routes_vacuum_full_memories", "routes_vacuum_full_postings", "routes_analyze")
         say("today, rewritten")
         routes["today, rewritten"] = snapshot(conn, recall)
@@ -247,10 +163,9 @@ def main() -> None:
     parser.add_argument("--adr-corpus", type=Path, default=pages.ADR_CORPUS)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--no-hnsw", action="store_true", help="skip the HNSW index sizes (a minute or two each)")
-    parser.add_argument("--postings-only", action="store_true", help="after `today`, only the postings in blocks")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    figures = run(args.size, args.seed, args.adr_corpus, not args.no_hnsw, postings_only=args.postings_only)
+    figures = run(args.size, args.seed, args.adr_corpus, not args.no_hnsw)
     pages.print_json(figures, args.out)
 
 
