@@ -13,6 +13,14 @@ index-only scan per lexeme, in impact order, cut at 1,500). Per layout: bytes (h
 a memory; shared buffers of EXPLAIN (ANALYZE, BUFFERS) and client ms of each question's lists, p50 over
 the paraphrased questions, the layouts taking turns question by question; and the total of the summed
 impacts and of the memories listed, which equal the postings' when the lists do.
+
+`--hybrid`: the recall itself, end to end. One layer is built as `make bench SIZE=anchor-100k` builds it
+(real text and its varied copies, both offline embeddings, the layer's HNSW indexes, vacuumed) and measured
+as the project's member on the anchor bench's questions, as postings_order measures it (the hybrid's and
+each leg's buffers, p50 of EXPLAIN (ANALYZE, BUFFERS); the hybrid's quality and top 10s). Then blocks of 128
+are built from its postings, readable under the postings' own policy, and roi.recall_lexical_leg is
+replaced, on this cluster only, by a copy whose two reads of the postings read the blocks instead
+(`leg_reading_blocks`); measured again.
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ from pathlib import Path
 import psycopg
 
 from zm_roi.localdb import project_root
-from zm_roi_bench import layers, pages, report
+from zm_roi_bench import anchor, layers, pages, pool, postings_order, report
 from zm_roi_bench.cluster import machine, throwaway_cluster
 from zm_roi_bench.sql import bench_query
 
@@ -37,6 +45,8 @@ ROUNDS = 3
 # Two ways to read a list's first blocks (queries.sql): unnested in FROM and cut by position, or sliced and
 # unnested in the select list.
 READS = {"blocks_read": "unnest in from", "blocks_read_sliced": "sliced"}
+# The block size the recall is measured with (decision 0049).
+HYBRID_BLOCK = 128
 
 
 def block_table(block_size: int) -> tuple[str, str]:
@@ -51,6 +61,48 @@ def block_reads(name: str, block_size: int) -> dict[str, str]:
         f"{name}, {label}": bench_query(read).replace("{name}", name).replace("{block}", str(block_size))
         for read, label in READS.items()
     }
+
+
+# roi.recall_lexical_leg's two reads of the postings (20_recall.sql), and the same reads from blocks: a
+# list's first blocks sliced at per_term, and a list cut where its per_term-th posting exists. `offset 0`
+# keeps that probe one per list, as the postings' `offset` does: without it the planner joined every list's
+# block number per_term / 128 of the whole table to the question's lexemes (800 more buffers at 100,000 rows).
+LEG_READS = (
+    (
+        """        select p.memory_id, p.impact from public.memory_postings p
+        where p.layer_id = l.id and p.lexeme = t and p.layer_kind = l.kind
+        order by p.impact desc
+        limit per_term
+""",
+        """        select unnest(b.memory_ids[1:per_term - b.block * {block}]) as memory_id,
+               unnest(b.impacts[1:per_term - b.block * {block}]) as impact
+        from blocks_scratch.{name} b
+        where b.layer_id = l.id and b.lexeme = t and b.layer_kind = l.kind
+          and b.block < (per_term + {block} - 1) / {block}
+""",
+    ),
+    (
+        """        where exists (select from public.memory_postings p
+                      where p.layer_id = l.id and p.lexeme = t and p.layer_kind = l.kind
+                      order by p.impact desc
+                      offset per_term - 1)) as list
+""",
+        """        where exists (select from blocks_scratch.{name} b
+                      where b.layer_id = l.id and b.lexeme = t and b.layer_kind = l.kind
+                        and b.block = (per_term - 1) / {block}
+                        and cardinality(b.memory_ids) > (per_term - 1) % {block}
+                      offset 0)) as list
+""",
+    ),
+)
+
+
+def leg_reading_blocks(definition: str, name: str, block_size: int) -> str:
+    """roi.recall_lexical_leg's `definition` with its reads of the postings made reads of the blocks `name`."""
+    instead = tuple(
+        (shipped, blocks.replace("{name}", name).replace("{block}", str(block_size))) for shipped, blocks in LEG_READS
+    )
+    return pool.replaced(definition, instead)
 
 
 def vacuum_analyze(conn: psycopg.Connection, table: str = "") -> None:
@@ -154,6 +206,90 @@ def run(root: Path, adr_corpus: Path, size: int, seed: int, say) -> dict:
     }
 
 
+def run_hybrid(root: Path, adr_corpus: Path, size: int, seed: int, say) -> dict:
+    started, at_start = time.monotonic(), machine()
+    memories, paraphrases, vectors = layers.embedded_corpus(root, adr_corpus, say)
+    with throwaway_cluster(root, say=say) as cluster, psycopg.connect(cluster.url()) as conn:
+        built, _ = layers.prepare(conn, memories, vectors, (size,), seed, say, before=False)
+        questions = layers.questions_for(conn, memories, paraphrases)
+        conn.commit()
+        say("measuring the recall on the postings")
+        arms = {"postings": postings_order.measure(conn, built, questions)}
+        say(f"blocks of {HYBRID_BLOCK}, and the lexical leg reading them")
+        conn.execute("create schema blocks_scratch")
+        name, statements = block_table(HYBRID_BLOCK)
+        building = time.monotonic()
+        conn.execute(statements)
+        conn.commit()
+        build_seconds = round(time.monotonic() - building, 1)
+        conn.execute(bench_query("blocks_member_reads").replace("{name}", name))
+        conn.execute(leg_reading_blocks(pool.leg_definition(conn), name, HYBRID_BLOCK))
+        vacuum_analyze(conn, f"blocks_scratch.{name}")
+        say("measuring the recall on the blocks")
+        arms["blocks"] = postings_order.measure(conn, built, questions)
+        stored = sizes(conn, size)
+    reference = arms["postings"]["lists"]
+    return {
+        "label": f"blocks-hybrid-{size // 1000}k",
+        "date": datetime.date.today().isoformat(),
+        "size": size,
+        "seed": seed,
+        "block_size": HYBRID_BLOCK,
+        "blocks_built_seconds": build_seconds,
+        "bytes_a_memory": {"postings": stored["postings"], "blocks": stored[name]},
+        "questions": {s: sum(q["set"] == s for q in questions) for s in anchor.SETS},
+        "arms": {
+            arm: {
+                "hybrid_buffers_p50": statistics.median(a["hybrid"]),
+                "hybrid_ms_p50": round(statistics.median(a["hybrid_ms"]), 2),
+                "lexical_leg_buffers_p50": statistics.median(a["lexical"]),
+                "e5_leg_buffers_p50": statistics.median(a["embedding"]),
+                "minilm_leg_buffers_p50": statistics.median(a["embedding_minilm"]),
+                "hybrid_lists_unchanged": sum(x == r for x, r in zip(a["lists"], reference, strict=True)),
+                "quality": anchor.quality(a["ranks"], questions),
+            }
+            for arm, a in arms.items()
+        },
+        "raw": {arm: {k: a[k] for k in ("hybrid", "hybrid_ms", "lexical")} for arm, a in arms.items()},
+        "machine": dict(at_start, load_average_at_end=[round(x, 2) for x in os.getloadavg()]),
+        "seconds": round(time.monotonic() - started, 1),
+    }
+
+
+def render_hybrid(results: dict) -> str:
+    n = results["questions"]
+    b = results["bytes_a_memory"]
+    lines = [
+        f"# The recall on blocks in impact order, {results['size']:,} rows ({results['date']})",
+        "",
+        f"`python -m zm_roi_bench.blocks --hybrid --size {results['size']}` (seed {results['seed']}): one project "
+        "built as `make bench SIZE=anchor-100k` builds it, measured as the member on "
+        f"{n['paraphrased']} paraphrased and {n['templated']} templated questions with its lexical leg reading the "
+        f"postings, then reading blocks of {results['block_size']} built from them "
+        f"({results['blocks_built_seconds']} s to build). Buffers: p50 of EXPLAIN (ANALYZE, BUFFERS), the hybrid "
+        f"and each leg alone at depth 20. Took {results['seconds']:.0f} s.",
+        "",
+        report.machine_line(results["machine"]),
+        "",
+        f"Bytes a memory: postings {b['postings']['heap'] + b['postings']['indexes']:,}, blocks "
+        f"{b['blocks']['heap'] + b['blocks']['indexes']:,} (heap with TOAST, and indexes).",
+        "",
+        "| lexical leg reads | hybrid buffers p50 | ms p50 | lexical leg | e5 leg | MiniLM leg "
+        "| hybrid top 10 unchanged | paraphrased hit@1 / hit@10 / MRR | templated |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    total = sum(n.values())
+    for arm, a in results["arms"].items():
+        q = a["quality"]
+        lines.append(
+            f"| {arm} | {a['hybrid_buffers_p50']:,.0f} | {a['hybrid_ms_p50']} | {a['lexical_leg_buffers_p50']:,.0f} "
+            f"| {a['e5_leg_buffers_p50']:,.0f} | {a['minilm_leg_buffers_p50']:,.0f} "
+            f"| {a['hybrid_lists_unchanged']} of {total} | {anchor.quality_cell(q['paraphrased'])} "
+            f"| {anchor.quality_cell(q['templated'])} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def render(results: dict) -> str:
     m = results["machine"]
     lines = [
@@ -183,13 +319,20 @@ def render(results: dict) -> str:
     return "\n".join(lines)
 
 
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     root = project_root()
     parser = argparse.ArgumentParser(prog="python -m zm_roi_bench.blocks", description=__doc__)
     layers.one_layer_arguments(parser, root)
+    parser.add_argument("--hybrid", action="store_true", help="the recall end to end on a layer with embeddings")
     args = parser.parse_args(argv)
-    results = run(root, Path(args.adr_corpus), args.size, args.seed, lambda text: print(text, flush=True))
-    return report.publish(results, Path(args.out), render)
+    if args.hybrid:
+        results = run_hybrid(root, Path(args.adr_corpus), args.size, args.seed, say)
+        return report.publish(results, Path(args.out), render_hybrid)
+    return report.publish(run(root, Path(args.adr_corpus), args.size, args.seed, say), Path(args.out), render)
 
 
 if __name__ == "__main__":

@@ -59,14 +59,22 @@ LEG_BUFFERS = (
 )
 
 
+def replaced(definition: str, replacements: tuple[tuple[str, str], ...]) -> str:
+    """`definition` with each shipped text replaced once; refuses a definition that no longer holds one."""
+    for shipped, instead in replacements:
+        if definition.count(shipped) != 1:
+            raise RuntimeError(f"roi.recall_lexical_leg no longer holds {shipped.strip()!r}")
+        definition = definition.replace(shipped, instead)
+    return definition
+
+
+def leg_definition(conn: psycopg.Connection) -> str:
+    return conn.execute("select pg_get_functiondef(%s::regprocedure)", (SIGNATURE,)).fetchone()[0]
+
+
 def settable_leg(conn: psycopg.Connection) -> None:
     """The lexical leg with per_term and pool read from the session's settings when set (bench cluster only)."""
-    definition = conn.execute("select pg_get_functiondef(%s::regprocedure)", (SIGNATURE,)).fetchone()[0]
-    for shipped, settable in SETTABLE:
-        if definition.count(shipped) != 1:
-            raise RuntimeError(f"roi.recall_lexical_leg no longer declares {shipped.strip()!r}")
-        definition = definition.replace(shipped, settable)
-    conn.execute(definition)
+    conn.execute(replaced(leg_definition(conn), SETTABLE))
     conn.commit()
 
 

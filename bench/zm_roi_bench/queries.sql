@@ -882,3 +882,16 @@ listed as (
   ) x
   group by x.memory_id)
 select sum(impact), count(*) from listed;
+
+-- The blocks readable by a layer's members as its postings are (21_recall_postings.sql's policy), for the
+-- lexical leg that reads them as the member (blocks.py --hybrid).
+-- name: blocks_member_reads
+grant usage on schema blocks_scratch to authenticated;
+grant select on blocks_scratch.{name} to authenticated;
+alter table blocks_scratch.{name} enable row level security;
+create policy "Blocks are visible to their memories' audience" on blocks_scratch.{name}
+  for select to authenticated using (
+    (layer_kind = 'u' and layer_id = (select auth.uid()))
+    or (layer_kind = 'p' and layer_id = any (array(select public.caller_project_ids())))
+    or (layer_kind = 't' and layer_id = any (array(select public.caller_team_ids())))
+  );
