@@ -1,12 +1,12 @@
 """python -m zm_roi_bench.blocks — the postings as blocks in impact order beside the real ones (issue 44:
-the bytes a memory and the lexical leg's buffers; the route of decision 0027).
+the bytes a memory and the lexical leg's buffers; decision 0049, after 0027's band prototype).
 
 One project of real-text memories written the import's way on a throwaway cluster (pages.write_layer: the
 importer's statements, so the postings are the triggers' own), then `vacuum analyze`. From its postings,
 blocks are built as a compaction would leave them: one row per layer, lexeme and block number, holding
 `block_size` memory ids and their impacts, each list's highest impact in block 0. A list's best 1,500
 postings (roi.recall_lexical_leg's per_term) are then its first blocks, sliced at the count: no band is
-read whole and nothing is sorted again (the two costs 0027 found in its band prototype). No trigger,
+read whole and nothing is sorted again (the two costs 0027 found in its band prototype). Here no trigger,
 policy or recall reads the blocks: only their bytes and the read of each question's lists are measured,
 as the superuser on both sides, against the real postings read as the lexical leg reads them (an
 index-only scan per lexeme, in impact order, cut at 1,500). Per layout: bytes (heap, TOAST and indexes)
