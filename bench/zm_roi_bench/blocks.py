@@ -228,7 +228,6 @@ def run_hybrid(root: Path, adr_corpus: Path, size: int, seed: int, say) -> dict:
         say("measuring the recall on the blocks")
         arms["blocks"] = postings_order.measure(conn, built, questions)
         stored = sizes(conn, size)
-    reference = arms["postings"]["lists"]
     return {
         "label": f"blocks-hybrid-{size // 1000}k",
         "date": datetime.date.today().isoformat(),
@@ -238,18 +237,7 @@ def run_hybrid(root: Path, adr_corpus: Path, size: int, seed: int, say) -> dict:
         "blocks_built_seconds": build_seconds,
         "bytes_a_memory": {"postings": stored["postings"], "blocks": stored[name]},
         "questions": {s: sum(q["set"] == s for q in questions) for s in anchor.SETS},
-        "arms": {
-            arm: {
-                "hybrid_buffers_p50": statistics.median(a["hybrid"]),
-                "hybrid_ms_p50": round(statistics.median(a["hybrid_ms"]), 2),
-                "lexical_leg_buffers_p50": statistics.median(a["lexical"]),
-                "e5_leg_buffers_p50": statistics.median(a["embedding"]),
-                "minilm_leg_buffers_p50": statistics.median(a["embedding_minilm"]),
-                "hybrid_lists_unchanged": sum(x == r for x, r in zip(a["lists"], reference, strict=True)),
-                "quality": anchor.quality(a["ranks"], questions),
-            }
-            for arm, a in arms.items()
-        },
+        "arms": postings_order.summary(arms, questions),
         "raw": {arm: {k: a[k] for k in ("hybrid", "hybrid_ms", "lexical")} for arm, a in arms.items()},
         "machine": dict(at_start, load_average_at_end=[round(x, 2) for x in os.getloadavg()]),
         "seconds": round(time.monotonic() - started, 1),

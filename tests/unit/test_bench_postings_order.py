@@ -36,3 +36,34 @@ def test_the_report_puts_both_orders_side_by_side():
     assert "| random | 37,500 | 7 | 1,453 | 357 |" in report
     # Each table whole: the layer's rows under their header, the shape's after them.
     assert report.index("| list order |") < report.index("The shape alone") < report.index("| random |")
+
+
+def test_each_arm_is_summarised_against_the_first_arms_top_10s():
+    questions = [{"set": "paraphrased"}, {"set": "paraphrased"}, {"set": "templated"}]
+
+    def measured(hybrid: list[int], lists: list[list[str]], ranks: list[int | None]) -> dict:
+        return {
+            "hybrid": hybrid,
+            "hybrid_ms": [3.0, 1.0, 2.456],
+            "lexical": [10, 30, 20],
+            "embedding": [5, 5, 7],
+            "embedding_minilm": [1, 2, 3],
+            "lists": lists,
+            "ranks": ranks,
+        }
+
+    arms = {
+        "postings": measured([100, 300, 200], [["a"], ["b"], ["c"]], [1, 2, None]),
+        "blocks": measured([90, 10, 50], [["a"], ["x"], ["c"]], [1, None, 1]),
+    }
+    figures = postings_order.summary(arms, questions)
+    assert figures["postings"]["hybrid_buffers_p50"] == 200
+    assert figures["blocks"]["hybrid_buffers_p50"] == 50
+    assert figures["blocks"]["hybrid_ms_p50"] == 2.46
+    assert figures["blocks"]["lexical_leg_buffers_p50"] == 20
+    assert figures["blocks"]["e5_leg_buffers_p50"] == 5
+    assert figures["postings"]["hybrid_lists_unchanged"] == 3
+    assert figures["blocks"]["hybrid_lists_unchanged"] == 2
+    assert figures["postings"]["quality"]["paraphrased"]["hit1"] == 1
+    assert figures["postings"]["quality"]["paraphrased"]["hit10"] == 2
+    assert figures["blocks"]["quality"]["templated"]["hit1"] == 1
